@@ -1,0 +1,139 @@
+"""Audit: replay a context's events from genesis through the pure layer and compare the result
+with the stored projection, row by row, and the head hash chain event by event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from morphz import events as ev
+from morphz.errors import TxError
+from morphz.mind import Changes, Env, MindState, apply_tx, ensure_session, finalize_due
+from morphz.mind.state import ObsState
+from morphz.results import AuditReport
+from morphz.store.base import ReadTxn, Store
+from morphz.txlang import parse_tx
+
+MAX_DIFFERENCES = 100
+
+
+class _Report:
+    def __init__(self, report: AuditReport) -> None:
+        self.report = report
+        self.head_diverged = False
+
+    def add(self, message: str) -> None:
+        diffs = self.report.differences
+        if len(diffs) < MAX_DIFFERENCES:
+            diffs.append(message)
+        elif len(diffs) == MAX_DIFFERENCES:
+            diffs.append("... more differences not shown")
+
+
+def replay_event(state: MindState, event: ev.Event, out: _Report) -> None:
+    """Apply one event to ``state`` exactly as the live path did."""
+    state.note_event(event.seq)
+    changes = Changes()
+    ensure_session(state, changes, event.session_id)
+    kind = event.kind
+    if event.is_observation:
+        changes.observations[event.seq] = ObsState(
+            event.seq, kind, "active", False, len(event.text or "")
+        )
+        if event.clock != state.clock:
+            if event.clock != state.clock + 1:
+                out.add(f"{event.ref}: clock jumps from {state.clock} to {event.clock}")
+            changes.clock = event.clock
+        state.apply(changes, commit=False)
+    elif kind == ev.TX_COMMITTED:
+        try:
+            tx_changes = apply_tx(state, parse_tx(event.text or ""), Env(event.session_id))
+        except TxError as exc:
+            out.add(f"{event.ref}: the committed tx no longer applies on replay: {exc}")
+            tx_changes = Changes()
+        tx_changes.sessions.update(changes.sessions)
+        state.apply(tx_changes, commit=True)
+        out.report.commits += 1
+    elif kind == ev.RETIREMENTS_FINALIZED:
+        final = finalize_due(state, state.clock)
+        recorded = list((event.payload or {}).get("frames", []))
+        if sorted(final.frames) != sorted(recorded):
+            out.add(f"{event.ref}: replay finalizes {sorted(final.frames)}, log says {recorded}")
+        final.sessions.update(changes.sessions)
+        state.apply(final, commit=True)
+    elif kind == ev.SETTINGS_CHANGED:
+        changes.window = int((event.payload or {})["window"])
+        state.apply(changes, commit=False)
+    elif not changes.is_empty():
+        state.apply(changes, commit=False)
+    if state.version != event.version:
+        out.add(f"{event.ref}: mind version {state.version} on replay, {event.version} stored")
+    if not out.head_diverged and state.head != event.head:
+        out.head_diverged = True
+        out.add(f"{event.ref}: head hash diverges here (first divergence)")
+
+
+def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
+    row = r.row
+    facts: list[tuple[str, Any, Any]] = [
+        ("version", state.version, row.version),
+        ("clock", state.clock, row.clock),
+        ("last_seq", state.last_seq, row.last_seq),
+        ("window", state.window, row.window),
+        ("order_max", state.order_max, row.order_max),
+        ("barrier", state.barrier, row.barrier),
+        ("head", state.head, row.head),
+    ]
+    for name, replayed, stored in facts:
+        if replayed != stored:
+            out.add(f"context {name}: replay {replayed!r}, stored {stored!r}")
+    seen = 0
+    for frame in r.frames():
+        seen += 1
+        expected = state.frames_by_id.get(frame.id)
+        if expected != frame:
+            out.add(f"frame {frame.id}: replay {expected}, stored {frame}")
+    if seen != len(state.frames_by_id):
+        out.add(f"frames: replay has {len(state.frames_by_id)}, store has {seen}")
+    stored_edges = set(r.edges())
+    for edge in sorted(stored_edges ^ state.edge_set):
+        where = "only stored" if edge in stored_edges else "only in replay"
+        out.add(f"relation {' '.join(edge)}: {where}")
+    seen = 0
+    for obs in r.observations():
+        seen += 1
+        if state.obs.get(obs.seq) != obs:
+            out.add(f"observation @e{obs.seq}: replay {state.obs.get(obs.seq)}, stored {obs}")
+    if seen != len(state.obs):
+        out.add(f"observations: replay has {len(state.obs)}, store has {seen}")
+    sessions = {s.id: s for s in r.sessions()}
+    if sessions != state.sessions:
+        replayed = sorted((s.id, s.attention) for s in state.sessions.values())
+        stored = sorted((s.id, s.attention) for s in sessions.values())
+        out.add(f"sessions: replay {replayed}, stored {stored}")
+    snapshots = {s.name: s for s in r.snapshots()}
+    if set(snapshots) != set(state.snapshots):
+        out.add(f"checkpoints: replay {sorted(state.snapshots)}, stored {sorted(snapshots)}")
+    for name, snap in snapshots.items():
+        if name in state.snapshots and state.snapshots[name].canonical() != snap.canonical():
+            out.add(f"checkpoint {name}: contents differ")
+    bounds = r.boundary_versions()
+    if bounds != state.boundary_versions:
+        keys = sorted(set(bounds) ^ set(state.boundary_versions)) or sorted(
+            k for k in bounds if bounds[k] != state.boundary_versions.get(k)
+        )
+        out.add(f"boundary versions differ: {keys[:10]}")
+
+
+def audit_context(store: Store, context_id: str) -> AuditReport:
+    """Replay every event of ``context_id`` and compare with what the store holds."""
+    report = AuditReport(context_id)
+    out = _Report(report)
+    with store.read(context_id) as r:
+        state = MindState(window=r.row.initial_window)
+        for event in r.events():
+            report.events += 1
+            replay_event(state, event, out)
+        _compare_rows(state, r, out)
+        report.stored_head = r.row.head
+        report.replayed_head = state.head
+    return report

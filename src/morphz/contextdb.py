@@ -1,0 +1,576 @@
+"""ContextDB: the service that appends events and commits transactions, one database
+transaction per logical step, through the pure mind layer.
+
+>>> db = open("morphz.db")                       # doctest: +SKIP
+>>> ctx = db.context("context-default", create=True)
+>>> ev = ctx.observe("user_message", "prepare the deployment")
+>>> ctx.commit(f"(context-tx (base-version {ctx.version}) (create plan (step one)))")
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from morphz import events as ev
+from morphz.errors import InputError, StoreError
+from morphz.ids import describe_id_rules, is_id, is_ref, make_ref, ref_seq
+from morphz.mind import (
+    DEFAULT_WINDOW,
+    OBSERVATION_KINDS,
+    Changes,
+    Env,
+    advances_clock,
+    apply_tx,
+    chain_head,
+    decide_rebase,
+    ensure_session,
+    finalize_due,
+    remaining_ticks,
+    tx_boundaries,
+)
+from morphz.mind.lifecycle import MAX_WINDOW
+from morphz.mind.state import ObsState
+from morphz.results import AuditReport, FrameView, Mind, ObservationView, Receipt, Status
+from morphz.store.base import ActivationRow, SessionRow, Store, WriteTxn
+from morphz.store.sqlite import SqliteStore
+from morphz.txlang import parse_tx, print_tx
+
+DEFAULT_SESSION = "default"
+DEFAULT_CONTEXT = "context-default"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def normalize_time(value: datetime | str | None, what: str = "time") -> str | None:
+    """An ISO 8601 time with an explicit offset, or None. Naive times are refused."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise InputError(
+                f"{what} {value!r} is not an ISO 8601 time: use e.g. 2026-08-04T09:00:00+08:00"
+            ) from exc
+    else:
+        parsed = value
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
+        raise InputError(
+            f"{what} {value!s} has no UTC offset: add one, e.g. 2026-08-04T09:00:00+08:00 or Z"
+        )
+    return parsed.isoformat()
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One observation to append (see :meth:`Context.observe_batch`)."""
+
+    kind: str
+    text: str
+    time: datetime | str | None = None
+    meta: Mapping[str, Any] | None = None
+
+
+def _check_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if meta is None:
+        return None
+    if not isinstance(meta, Mapping):
+        raise InputError("meta must be a JSON object (a mapping)")
+    try:
+        json.dumps(meta)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"meta must be JSON-serializable: {exc}") from exc
+    return dict(meta)
+
+
+def _check_id(value: str, what: str) -> str:
+    if not isinstance(value, str) or not is_id(value):
+        raise InputError(f"{what} {value!r} is not a valid id: {describe_id_rules()}")
+    return value
+
+
+class Database:
+    """A Morphz store holding many contexts. Use :func:`morphz.open` to get one."""
+
+    def __init__(self, store: Store, *, now: Callable[[], datetime] = utc_now) -> None:
+        self.store = store
+        self.now = now
+
+    def timestamp(self) -> str:
+        return self.now().astimezone(UTC).isoformat()
+
+    def context(
+        self, context_id: str = DEFAULT_CONTEXT, *, create: bool = False, window: int | None = None
+    ) -> Context:
+        """The context named ``context_id``; ``create=True`` makes it when it does not exist."""
+        _check_id(context_id, "context id")
+        if create and context_id not in self.store.context_ids():
+            return self.create_context(context_id, window=window)
+        with self.store.read(context_id):
+            pass  # raises ContextNotFoundError with a hint when it does not exist
+        return Context(self, context_id)
+
+    def create_context(self, context_id: str, *, window: int | None = None) -> Context:
+        _check_id(context_id, "context id")
+        size = DEFAULT_WINDOW if window is None else window
+        _check_window(size)
+        self.store.create_context(context_id, size, self.timestamp())
+        return Context(self, context_id)
+
+    def contexts(self) -> list[str]:
+        return self.store.context_ids()
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_window(window: int) -> None:
+    if not isinstance(window, int) or not 0 <= window <= MAX_WINDOW:
+        raise InputError(f"window must be an integer from 0 to {MAX_WINDOW} ticks, not {window!r}")
+
+
+def open(
+    target: str | Path,
+    *,
+    synchronous: str = "NORMAL",
+    busy_timeout: float = 30.0,
+    now: Callable[[], datetime] = utc_now,
+) -> Database:
+    """Open a store: a filesystem path opens (or creates) an embedded SQLite database."""
+    text = str(target)
+    if text.startswith(("postgresql://", "postgres://")):
+        raise StoreError(
+            "this Morphz release stores contexts in SQLite only: pass a file path such as "
+            "~/.morphz/morphz.db (the PostgreSQL backend is a separate, planned issue)"
+        )
+    path = Path(text).expanduser()
+    return Database(SqliteStore(path, synchronous=synchronous, busy_timeout=busy_timeout), now=now)
+
+
+class Context:
+    """One context: its event history, mind projection and sessions."""
+
+    def __init__(self, db: Database, context_id: str) -> None:
+        self.db = db
+        self.id = context_id
+
+    def __repr__(self) -> str:
+        return f"Context({self.id!r})"
+
+    # ------------------------------------------------------------ reading
+
+    @property
+    def version(self) -> int:
+        """The current mind version (+1 per committed transaction)."""
+        with self.db.store.read(self.id) as r:
+            return r.row.version
+
+    def status(self) -> Status:
+        with self.db.store.read(self.id) as r:
+            row = r.row
+            return Status(
+                context=self.id,
+                version=row.version,
+                clock=row.clock,
+                last_seq=row.last_seq,
+                window=row.window,
+                head=row.head,
+                frames=r.frame_counts(),
+                observations=r.observation_counts(),
+                sessions=len(r.session_rows()),
+                checkpoints=sum(1 for _ in r.snapshots()),
+                running_activations=len(r.activations(running_only=True)),
+            )
+
+    def mind(self, *, all_observations: bool = False) -> Mind:
+        """The mind as shown to an operator. Observations: active, protected or retiring ones,
+        plus retired ones when ``all_observations``."""
+        with self.db.store.read(self.id) as r:
+            clock = r.row.clock
+            frames = tuple(
+                FrameView(
+                    f.id,
+                    f.body,
+                    f.revision,
+                    f.lifecycle,
+                    remaining_ticks(f, clock),
+                    f.sources,
+                    f.protected,
+                    f.reason,
+                )
+                for f in r.ordered_frames()
+            )
+            observations = tuple(
+                ObservationView(make_ref(o.seq), o.kind, o.lifecycle, o.protected, o.chars)
+                for o in r.observations()
+                if all_observations or o.lifecycle == "active" or o.protected
+            )
+            return Mind(
+                context=self.id,
+                version=r.row.version,
+                clock=clock,
+                frames=frames,
+                relations=tuple(sorted(r.edges())),
+                checkpoints=tuple((s.name, s.version) for s in r.snapshots()),
+                observations=observations,
+                sessions=tuple((s.id, s.attention) for s in r.sessions()),
+            )
+
+    def events(self, after: int = 0, limit: int | None = None) -> list[ev.Event]:
+        out: list[ev.Event] = []
+        with self.db.store.read(self.id) as r:
+            for event in r.events(after):
+                out.append(event)
+                if limit is not None and len(out) >= limit:
+                    break
+        return out
+
+    def event(self, ref: str | int) -> ev.Event:
+        seq = ref if isinstance(ref, int) else _parse_ref(ref)
+        with self.db.store.read(self.id) as r:
+            found = r.event(seq)
+        if found is None:
+            raise InputError(f"no event {make_ref(seq)} in context '{self.id}'")
+        return found
+
+    def sessions(self) -> list[SessionRow]:
+        with self.db.store.read(self.id) as r:
+            return r.session_rows()
+
+    def activations(self, running_only: bool = False) -> list[ActivationRow]:
+        with self.db.store.read(self.id) as r:
+            return r.activations(running_only)
+
+    def audit(self) -> AuditReport:
+        """Replay every event from genesis and compare with the stored projection."""
+        from morphz.audit import audit_context
+
+        return audit_context(self.db.store, self.id)
+
+    # ------------------------------------------------------------ appending events
+
+    def observe(
+        self,
+        kind: str,
+        text: str,
+        *,
+        time: datetime | str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        session: str = DEFAULT_SESSION,
+    ) -> ev.Event:
+        """Append one observation; it ticks the clock when its kind does."""
+        return self.observe_batch([Observation(kind, text, time, meta)], session=session)[0]
+
+    def observe_batch(
+        self, items: Iterable[Observation], *, session: str = DEFAULT_SESSION
+    ) -> list[ev.Event]:
+        """Append observations as one batch in one database transaction. The clock advances
+        once if any of them ticks it, and due retirements are finalized in that same transaction."""
+        batch = [self._check_observation(item) for item in items]
+        if not batch:
+            raise InputError("observe_batch needs at least one observation")
+        _check_id(session, "session id")
+        recorded = self.db.timestamp()
+        tick = advances_clock([item[0] for item in batch])
+        out: list[ev.Event] = []
+        with self.db.store.write(self.id) as w:
+            row = w.row
+            head, seq = row.head, row.last_seq
+            for index, (kind, text, time, meta) in enumerate(batch):
+                seq += 1
+                changes = Changes()
+                ensure_session(w, changes, session)
+                changes.observations[seq] = _obs_state(seq, kind, text)
+                clock = row.clock + 1 if tick and index == len(batch) - 1 else row.clock
+                if clock != row.clock:
+                    changes.clock = clock
+                head = chain_head(head, changes)
+                event = ev.Event(
+                    self.id,
+                    seq,
+                    kind,
+                    session,
+                    time or recorded,
+                    recorded,
+                    text,
+                    meta,
+                    {"tick": True} if changes.clock is not None else None,
+                    row.version,
+                    clock,
+                    head,
+                )
+                w.write_changes(changes, None, seq)
+                w.append_event(event)
+                out.append(event)
+                row = replace(row, last_seq=seq, clock=clock, head=head)
+                w.set_row(row)
+            if tick:
+                self._finalize(w, session, recorded)
+            w.touch_session(session, w.row.last_seq, recorded)
+        return out
+
+    def _check_observation(self, item: Observation) -> tuple[str, str, str | None, Any]:
+        if item.kind not in OBSERVATION_KINDS:
+            kinds = ", ".join(sorted(OBSERVATION_KINDS))
+            raise InputError(f"unknown observation kind {item.kind!r}: use one of {kinds}")
+        if not isinstance(item.text, str):
+            raise InputError("observation text must be a string")
+        return item.kind, item.text, normalize_time(item.time), _check_meta(item.meta)
+
+    def _finalize(self, w: WriteTxn, session: str, recorded: str) -> None:
+        """Finalize retirements that are due at the current clock, as a runtime commit."""
+        changes = finalize_due(w, w.row.clock)
+        if changes.is_empty():
+            return
+        row = w.row
+        version, seq = row.version + 1, row.last_seq + 1
+        head = chain_head(row.head, changes)
+        payload = {"frames": sorted(f for f in changes.frames), "clock": row.clock}
+        w.append_event(
+            ev.Event(
+                self.id,
+                seq,
+                ev.RETIREMENTS_FINALIZED,
+                session,
+                recorded,
+                recorded,
+                None,
+                None,
+                payload,
+                version,
+                row.clock,
+                head,
+            )
+        )
+        w.write_changes(changes, version, seq)
+        w.set_row(replace(row, version=version, last_seq=seq, head=head))
+
+    def record(
+        self,
+        kind: str,
+        text: str | None = None,
+        *,
+        payload: Mapping[str, Any] | None = None,
+        session: str = DEFAULT_SESSION,
+    ) -> ev.Event:
+        """Record a non-observation event (a model reply or a tool call). No clock tick."""
+        if kind not in ev.RECORD_KINDS:
+            raise InputError(
+                f"record() takes {sorted(ev.RECORD_KINDS)}; use observe() for {kind!r}"
+            )
+        return self._runtime_event(kind, text, _check_meta(payload), session)
+
+    def _runtime_event(
+        self,
+        kind: str,
+        text: str | None,
+        payload: dict[str, Any] | None,
+        session: str,
+        on_write: Callable[[WriteTxn, int], None] | None = None,
+    ) -> ev.Event:
+        _check_id(session, "session id")
+        recorded = self.db.timestamp()
+        with self.db.store.write(self.id) as w:
+            row = w.row
+            seq = row.last_seq + 1
+            changes = Changes()
+            ensure_session(w, changes, session)
+            head = chain_head(row.head, changes) if not changes.is_empty() else row.head
+            event = ev.Event(
+                self.id,
+                seq,
+                kind,
+                session,
+                recorded,
+                recorded,
+                text,
+                None,
+                payload,
+                row.version,
+                row.clock,
+                head,
+            )
+            w.write_changes(changes, None, seq)
+            w.append_event(event)
+            w.set_row(replace(row, last_seq=seq, head=head))
+            if on_write is not None:
+                on_write(w, seq)
+            w.touch_session(session, seq, recorded)
+        return event
+
+    # ------------------------------------------------------------ sessions and activations
+
+    def create_session(self, session: str) -> ev.Event:
+        """Create a session explicitly (the first event in a new session also creates it)."""
+        _check_id(session, "session id")
+        with self.db.store.read(self.id) as r:
+            if r.session(session) is not None:
+                raise InputError(f"session '{session}' already exists in context '{self.id}'")
+        return self._runtime_event(ev.SESSION_CREATED, None, {"session": session}, session)
+
+    def start_activation(self, session: str, root: str | None = None) -> str:
+        """Mark running work in ``session``. ``root`` (an @e ref) becomes causally protected
+        until :meth:`finish_activation`. Returns the activation id."""
+        root_seq = _parse_ref(root) if root is not None else None
+        activation_id = f"act-{uuid.uuid4().hex[:12]}"
+
+        def put(w: WriteTxn, seq: int) -> None:
+            if root_seq is not None and w.observation(root_seq) is None:
+                raise InputError(f"root {root} is not an observation of context '{self.id}'")
+            w.put_activation(ActivationRow(activation_id, session, root_seq, "running", seq, None))
+
+        payload = {"activation": activation_id, "root": root}
+        self._runtime_event(ev.ACTIVATION_STARTED, None, payload, session, put)
+        return activation_id
+
+    def finish_activation(self, activation_id: str, state: str = "delivered") -> None:
+        if state not in ("delivered", "failed", "interrupted"):
+            raise InputError("an activation finishes as delivered, failed or interrupted")
+        with self.db.store.read(self.id) as r:
+            found = [a for a in r.activations() if a.activation_id == activation_id]
+        if not found or found[0].state != "running":
+            raise InputError(f"activation {activation_id} is not running in context '{self.id}'")
+        act = found[0]
+
+        def put(w: WriteTxn, seq: int) -> None:
+            w.put_activation(replace(act, state=state, finished_seq=seq))
+
+        payload = {"activation": activation_id, "state": state}
+        self._runtime_event(ev.ACTIVATION_FINISHED, None, payload, act.session_id, put)
+
+    # ------------------------------------------------------------ transactions
+
+    def commit(self, text: str, *, session: str = DEFAULT_SESSION) -> Receipt:
+        """Commit a context transaction atomically, or raise a typed TxError (state untouched)."""
+        if not isinstance(text, str):
+            raise InputError("a context transaction is text: (context-tx (base-version N) OP...)")
+        _check_id(session, "session id")
+        tx = parse_tx(text)
+        boundaries = tx_boundaries(tx)
+        canonical = print_tx(tx)
+        recorded = self.db.timestamp()
+        with self.db.store.write(self.id) as w:
+            row = w.row
+            changed = (
+                w.changed_boundaries(boundaries, tx.base_version)
+                if tx.base_version < row.version
+                else {}
+            )
+            rebased = decide_rebase(tx, row.version, row.barrier, changed)
+            env = Env(session, w.session_busy, w.causally_protected)
+            changes = apply_tx(w, tx, env)
+            ensure_session(w, changes, session)
+            version, seq = row.version + 1, row.last_seq + 1
+            head = chain_head(row.head, changes)
+            receipt = Receipt(
+                tx_id=f"tx-{version}",
+                event=make_ref(seq),
+                seq=seq,
+                session=session,
+                base_version=tx.base_version,
+                before_version=row.version,
+                after_version=version,
+                rebased=rebased,
+                effects=tuple(changes.effects),
+                head=head,
+            )
+            payload = {
+                "tx_id": receipt.tx_id,
+                "base_version": tx.base_version,
+                "rebased": rebased,
+                "reason": tx.reason,
+            }
+            w.append_event(
+                ev.Event(
+                    self.id,
+                    seq,
+                    ev.TX_COMMITTED,
+                    session,
+                    recorded,
+                    recorded,
+                    canonical,
+                    None,
+                    payload,
+                    version,
+                    row.clock,
+                    head,
+                )
+            )
+            w.write_changes(changes, version, seq)
+            w.set_row(
+                replace(
+                    row,
+                    version=version,
+                    last_seq=seq,
+                    head=head,
+                    order_max=changes.order_max if changes.order_max is not None else row.order_max,
+                    barrier=version if changes.barrier else row.barrier,
+                )
+            )
+            w.touch_session(session, seq, recorded)
+        return receipt
+
+    def set_window(self, window: int, *, session: str = DEFAULT_SESSION) -> ev.Event:
+        """Change the organizing window (in clock ticks) for retirements started from now on."""
+        _check_window(window)
+        recorded = self.db.timestamp()
+        with self.db.store.write(self.id) as w:
+            row = w.row
+            changes = Changes(window=window)
+            ensure_session(w, changes, session)
+            seq = row.last_seq + 1
+            head = chain_head(row.head, changes)
+            event = ev.Event(
+                self.id,
+                seq,
+                ev.SETTINGS_CHANGED,
+                session,
+                recorded,
+                recorded,
+                None,
+                None,
+                {"window": window},
+                row.version,
+                row.clock,
+                head,
+            )
+            w.write_changes(changes, None, seq)
+            w.append_event(event)
+            w.set_row(replace(row, last_seq=seq, head=head, window=window))
+            w.touch_session(session, seq, recorded)
+        return event
+
+
+def _obs_state(seq: int, kind: str, text: str) -> ObsState:
+    return ObsState(seq, kind, "active", False, len(text))
+
+
+def _parse_ref(ref: str) -> int:
+    if not isinstance(ref, str) or not is_ref(ref):
+        raise InputError(f"{ref!r} is not an event ref: use the form @e42")
+    return ref_seq(ref)
+
+
+__all__ = [
+    "DEFAULT_CONTEXT",
+    "DEFAULT_SESSION",
+    "Context",
+    "Database",
+    "Observation",
+    "normalize_time",
+    "open",
+]

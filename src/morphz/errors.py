@@ -1,0 +1,142 @@
+"""The Morphz error tree.
+
+Every error Morphz raises on purpose is a :class:`MorphzError`. Each carries a short
+machine-readable ``code`` and a message that says what to do next. Interfaces (CLI, HTTP, MCP)
+map this tree to their own outputs in exactly one place each.
+
+::
+
+    MorphzError                      code
+    ├── TxError                      (a refused context transaction; .op, .op_index, .line, .column)
+    │   ├── ParseError               parse          malformed text, unknown operation, bad argument
+    │   ├── ValidationError          validation     well-formed but not allowed in this state
+    │   ├── StaleVersionError        stale-version  exact-version operation on an old base version
+    │   ├── ConflictError            conflict       a boundary the tx reads or writes changed
+    │   ├── ProtectedError           protected      target is protected (or a causal root request)
+    │   ├── NotFoundError            not-found      a frame, event, edge, checkpoint or session
+    │   └── BudgetError              budget         the change would not fit the context budget
+    ├── ContextNotFoundError         not-found      no context of that name in the store
+    ├── ContextExistsError           exists         create of a context that already exists
+    ├── InputError                   input          a bad argument to an API call (kind, time, meta)
+    └── StoreError                   store          the database failed or cannot be opened
+        ├── StoreBusyError           busy           the database stayed locked past the timeout
+        └── SchemaError              schema         the file is newer than this Morphz, or corrupt
+
+A refused transaction leaves the store exactly as it was.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MorphzError(Exception):
+    """Base of every error Morphz raises on purpose."""
+
+    code: str = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message}
+
+
+class TxError(MorphzError):
+    """A refused context transaction. Position fields are ``None`` when they do not apply."""
+
+    code = "tx"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        op: str | None = None,
+        op_index: int | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.op = op
+        self.op_index = op_index
+        self.line = line
+        self.column = column
+        self.details: dict[str, Any] = details or {}
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "code": self.code,
+            "message": self.message,
+            "op": self.op,
+            "op_index": self.op_index,
+            "line": self.line,
+            "column": self.column,
+        }
+        out.update(self.details)
+        return out
+
+    def __str__(self) -> str:
+        where = ""
+        if self.line is not None:
+            where = f" (line {self.line}, column {self.column})"
+        op = f" in {self.op}" if self.op else ""
+        return f"{self.code}{op}{where}: {self.message}"
+
+
+class ParseError(TxError):
+    code = "parse"
+
+
+class ValidationError(TxError):
+    code = "validation"
+
+
+class StaleVersionError(TxError):
+    code = "stale-version"
+
+
+class ConflictError(TxError):
+    code = "conflict"
+
+    @property
+    def boundaries(self) -> list[str]:
+        value = self.details.get("changed_boundaries", [])
+        return list(value)
+
+
+class ProtectedError(TxError):
+    code = "protected"
+
+
+class NotFoundError(TxError):
+    code = "not-found"
+
+
+class BudgetError(TxError):
+    code = "budget"
+
+
+class ContextNotFoundError(MorphzError):
+    code = "not-found"
+
+
+class ContextExistsError(MorphzError):
+    code = "exists"
+
+
+class InputError(MorphzError):
+    code = "input"
+
+
+class StoreError(MorphzError):
+    code = "store"
+
+
+class StoreBusyError(StoreError):
+    code = "busy"
+
+
+class SchemaError(StoreError):
+    code = "schema"

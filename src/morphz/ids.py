@@ -1,0 +1,48 @@
+"""Identifier syntax shared by every layer: frame, checkpoint, session and context ids, and
+event refs.
+
+- An *id* (frame, checkpoint, session, context, relation name) is 1-256 characters of letters,
+  digits and ``_ - . : /``. It may not be digits only (that would read as a number) and cannot
+  start with ``@`` (refs own that prefix). ``/`` namespaces are allowed: ``deployment/current``.
+- An *event ref* is ``@e<seq>`` with seq >= 1 and no leading zeros: ``@e42``.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_ID_LENGTH = 256
+
+_ID_RE = re.compile(r"[\w.:/-]{1,256}")
+_DIGITS_RE = re.compile(r"\d+")
+_REF_RE = re.compile(r"@e([1-9][0-9]{0,17})")
+
+
+def is_id(text: str) -> bool:
+    """True when ``text`` is a valid frame/checkpoint/session/context id."""
+    return _ID_RE.fullmatch(text) is not None and _DIGITS_RE.fullmatch(text) is None
+
+
+def is_ref(text: str) -> bool:
+    """True when ``text`` is an event ref such as ``@e42``."""
+    return _REF_RE.fullmatch(text) is not None
+
+
+def ref_seq(ref: str) -> int:
+    """The sequence number of ``@e<seq>``; raises ``ValueError`` for anything else."""
+    match = _REF_RE.fullmatch(ref)
+    if match is None:
+        raise ValueError(f"not an event ref: {ref!r}")
+    return int(match.group(1))
+
+
+def make_ref(seq: int) -> str:
+    """The short ref of event ``seq``: ``make_ref(42) == "@e42"``."""
+    return f"@e{seq}"
+
+
+def describe_id_rules() -> str:
+    return (
+        "ids are 1-256 characters of letters, digits and _ - . : / (not digits only, "
+        "not starting with @), e.g. deployment/current; event refs look like @e42"
+    )

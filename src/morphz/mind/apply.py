@@ -1,0 +1,503 @@
+"""Apply a parsed transaction to a mind: pure, all-or-nothing.
+
+:func:`apply_tx` reads through a :class:`~morphz.mind.state.MindView` and returns the
+:class:`~morphz.mind.state.Changes` the transaction makes, or raises a typed
+:class:`~morphz.errors.TxError` naming the operation and its position. It never writes to the
+view, so a refusal leaves nothing behind. The live commit and the audit replay call this same
+function; only the :class:`Env` differs (the replay does not re-check runtime admission facts,
+such as running work, that were checked when the transaction was accepted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from morphz.errors import NotFoundError, ProtectedError, TxError, ValidationError
+from morphz.ids import ref_seq
+from morphz.mind.conflicts import edge_key
+from morphz.mind.lifecycle import frame_tokens, obs_tokens, remaining_ticks
+from morphz.mind.state import (
+    Changes,
+    Edge,
+    Frame,
+    MindView,
+    ObsState,
+    OpEffect,
+    Overlay,
+    SessionState,
+    Snapshot,
+)
+from morphz.txlang import ops as o
+from morphz.txlang.sexpr import line_col
+
+
+def _never(_: object) -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class Env:
+    """Runtime facts a transaction is admitted against.
+
+    ``session``: the session committing (may not retire itself). ``session_busy``: whether a
+    session has running work. ``causally_protected``: whether an observation is the undelivered
+    root request of a running activation.
+    """
+
+    session: str = "default"
+    session_busy: Callable[[str], bool] = _never
+    causally_protected: Callable[[int], bool] = _never
+
+
+REPLAY_ENV = Env(session="")
+
+
+class _Apply:
+    """State of one application: the overlay, the tx and the operation being applied."""
+
+    def __init__(self, view: MindView, tx: o.Tx, env: Env) -> None:
+        self.changes = Changes()
+        self.view = Overlay(view, self.changes)
+        self.tx = tx
+        self.env = env
+        self.index = 0
+        self.op: o.Op = tx.ops[0]
+        self.retired_frames: list[str] = []
+
+    # -- errors and effects
+
+    def fail(self, cls: type[TxError], message: str, **details: object) -> TxError:
+        line, column = line_col(self.tx.source, self.op.pos) if self.tx.source else (None, None)
+        return cls(
+            message,
+            op=self.op.name,
+            op_index=self.index,
+            line=line,
+            column=column,
+            details=dict(details),
+        )
+
+    def effect(self, target: str, change: str, immediate: int = 0, eventual: int = 0) -> None:
+        self.changes.effects.append(
+            OpEffect(self.index, self.op.name, target, change, immediate, eventual)
+        )
+
+    # -- lookups that refuse with a clear error
+
+    def need_frame(self, fid: str) -> Frame:
+        frame = self.view.frame(fid)
+        if frame is None:
+            raise self.fail(
+                NotFoundError,
+                f"frame '{fid}' does not exist: check the id in the mind region, or create it",
+                target=fid,
+            )
+        return frame
+
+    def need_obs(self, ref: str) -> ObsState:
+        seq = ref_seq(ref)
+        obs = self.view.observation(seq)
+        if obs is not None:
+            return obs
+        if seq <= self.view.last_seq:
+            raise self.fail(
+                ValidationError,
+                f"{ref} is an event but not an observation: only observations can be cited, "
+                "retired, restored or protected",
+                target=ref,
+            )
+        raise self.fail(
+            NotFoundError,
+            f"{ref} does not exist: the latest event is @e{self.view.last_seq}",
+            target=ref,
+        )
+
+    def check_sources(self, sources: tuple[str, ...]) -> None:
+        for src in sources:
+            if src.startswith("@"):
+                self.need_obs(src)
+            else:
+                self.need_frame(src)
+
+    # -- writes
+
+    def put_frame(self, frame: Frame, content: bool, life: bool) -> None:
+        self.changes.frames[frame.id] = frame
+        if content:
+            self.changes.written.add(f"content:{frame.id}")
+        if life:
+            self.changes.written.add(f"life:{frame.id}")
+
+    def put_obs(self, obs: ObsState) -> None:
+        self.changes.observations[obs.seq] = obs
+        self.changes.written.add(f"life:@e{obs.seq}")
+
+
+# ------------------------------------------------------------ frame content
+
+
+def _new_frame(a: _Apply, fid: str, sources: tuple[str, ...], body: str) -> None:
+    existing = a.view.frame(fid)
+    if existing is not None:
+        raise a.fail(
+            ValidationError,
+            f"frame '{fid}' already exists ({existing.lifecycle}): ids stay used after "
+            "retirement, so revise or restore it, or choose a new id",
+            target=fid,
+        )
+    a.check_sources(sources)
+    pos = a.view.order_max + 1.0
+    a.changes.order_max = pos
+    frame = Frame(fid, body, sources, 1, "active", False, pos)
+    a.put_frame(frame, content=True, life=True)
+    a.effect(fid, "created", immediate=-frame_tokens(frame))
+
+
+def _create(a: _Apply, op: o.Create) -> None:
+    _new_frame(a, op.id, (), op.body_text)
+
+
+def _derive(a: _Apply, op: o.Derive) -> None:
+    _new_frame(a, op.id, op.sources, op.body_text)
+
+
+def _revise(a: _Apply, op: o.Revise) -> None:
+    old = a.need_frame(op.id)
+    sources = old.sources if op.sources is None else op.sources
+    a.check_sources(sources)
+    new = replace(
+        old,
+        body=op.body_text,
+        sources=sources,
+        revision=old.revision + 1,
+        lifecycle="active",
+        deadline=None,
+        reason=None,
+    )
+    was_visible = old.lifecycle != "retired"
+    a.put_frame(new, content=True, life=old.lifecycle != "active")
+    change = f"revision {new.revision}"
+    if old.lifecycle != "active":
+        change += f" (was {old.lifecycle}; now active)"
+    cost = frame_tokens(new) - (frame_tokens(old) if was_visible else 0)
+    a.effect(op.id, change, immediate=-cost)
+
+
+# ------------------------------------------------------------ lifecycle
+
+
+def _retire(a: _Apply, op: o.Retire) -> None:
+    for target in op.targets:
+        if target.startswith("@"):
+            _retire_obs(a, target)
+        else:
+            _retire_frame(a, target)
+
+
+def _retire_obs(a: _Apply, ref: str) -> None:
+    obs = a.need_obs(ref)
+    if obs.protected:
+        raise a.fail(ProtectedError, f"{ref} is protected: unprotect it first", target=ref)
+    if a.env.causally_protected(obs.seq):
+        raise a.fail(
+            ProtectedError,
+            f"{ref} is the root request of a running activation and stays until its reply is "
+            "delivered",
+            target=ref,
+        )
+    if obs.lifecycle == "retired":
+        raise a.fail(ValidationError, f"{ref} is already retired; nothing to retire", target=ref)
+    a.put_obs(replace(obs, lifecycle="retired"))
+    a.effect(ref, "retired", immediate=obs_tokens(obs))
+
+
+def _retire_frame(a: _Apply, fid: str) -> None:
+    frame = a.need_frame(fid)
+    if frame.protected:
+        raise a.fail(ProtectedError, f"frame '{fid}' is protected: unprotect it first", target=fid)
+    if frame.lifecycle == "retired":
+        raise a.fail(ValidationError, f"frame '{fid}' is already retired", target=fid)
+    a.retired_frames.append(fid)
+    if frame.lifecycle == "retiring":
+        left = remaining_ticks(frame, a.view.clock)
+        a.effect(fid, f"already retiring: keeps its window ({left} ticks left)")
+        return
+    window = a.view.window
+    if window == 0:
+        a.put_frame(replace(frame, lifecycle="retired", reason=a.tx.reason), False, True)
+        a.effect(fid, "retired (window 0)", immediate=frame_tokens(frame))
+        return
+    deadline = a.view.clock + window
+    a.put_frame(
+        replace(frame, lifecycle="retiring", deadline=deadline, reason=a.tx.reason), False, True
+    )
+    a.effect(fid, f"retiring: {window} ticks left", eventual=frame_tokens(frame))
+
+
+def _restore(a: _Apply, op: o.Restore) -> None:
+    for target in op.targets:
+        if target.startswith("@"):
+            obs = a.need_obs(target)
+            if obs.lifecycle == "active":
+                raise a.fail(ValidationError, f"{target} is already active", target=target)
+            a.put_obs(replace(obs, lifecycle="active"))
+            a.effect(target, "restored", immediate=-obs_tokens(obs))
+            continue
+        frame = a.need_frame(target)
+        if frame.lifecycle == "active":
+            raise a.fail(ValidationError, f"frame '{target}' is already active", target=target)
+        a.put_frame(replace(frame, lifecycle="active", deadline=None, reason=None), False, True)
+        if frame.lifecycle == "retired":
+            a.effect(target, "restored", immediate=-frame_tokens(frame))
+        else:
+            a.effect(target, "retirement cancelled", eventual=-frame_tokens(frame))
+
+
+def _protect(a: _Apply, op: o.Protect) -> None:
+    for target in op.targets:
+        if target.startswith("@"):
+            obs = a.need_obs(target)
+            if obs.protected:
+                raise a.fail(ValidationError, f"{target} is already protected", target=target)
+            if obs.lifecycle == "retired":
+                raise a.fail(
+                    ValidationError, f"{target} is retired: restore it first", target=target
+                )
+            a.put_obs(replace(obs, protected=True))
+            a.effect(target, "protected")
+            continue
+        frame = a.need_frame(target)
+        if frame.protected:
+            raise a.fail(ValidationError, f"frame '{target}' is already protected", target=target)
+        if frame.lifecycle == "retired":
+            raise a.fail(
+                ValidationError, f"frame '{target}' is retired: restore it first", target=target
+            )
+        cancelled = frame.lifecycle == "retiring"
+        new = replace(frame, protected=True, lifecycle="active", deadline=None, reason=None)
+        a.put_frame(new, False, True)
+        if cancelled:
+            a.effect(target, "protected; retirement cancelled", eventual=-frame_tokens(frame))
+        else:
+            a.effect(target, "protected")
+
+
+def _unprotect(a: _Apply, op: o.Unprotect) -> None:
+    for target in op.targets:
+        if target.startswith("@"):
+            obs = a.need_obs(target)
+            if not obs.protected:
+                raise a.fail(ValidationError, f"{target} is not protected", target=target)
+            a.put_obs(replace(obs, protected=False))
+        else:
+            frame = a.need_frame(target)
+            if not frame.protected:
+                raise a.fail(ValidationError, f"frame '{target}' is not protected", target=target)
+            a.put_frame(replace(frame, protected=False), False, True)
+        a.effect(target, "unprotected")
+
+
+# ------------------------------------------------------------ relations and order
+
+
+def _relate(a: _Apply, op: o.Relate) -> None:
+    a.need_frame(op.subject)
+    a.need_frame(op.object)
+    edge: Edge = (op.subject, op.relation, op.object)
+    if a.view.has_edge(edge):
+        raise a.fail(ValidationError, f"edge ({' '.join(edge)}) already exists")
+    a.changes.edges[edge] = True
+    a.changes.written.add(edge_key(*edge))
+    a.effect(" ".join(edge), "related", immediate=-2)
+
+
+def _unrelate(a: _Apply, op: o.Unrelate) -> None:
+    edge: Edge = (op.subject, op.relation, op.object)
+    if not a.view.has_edge(edge):
+        raise a.fail(NotFoundError, f"edge ({' '.join(edge)}) does not exist")
+    a.changes.edges[edge] = False
+    a.changes.written.add(edge_key(*edge))
+    a.effect(" ".join(edge), "unrelated", immediate=2)
+
+
+def _place(a: _Apply, op: o.Place) -> None:
+    frame = a.need_frame(op.id)
+    if op.anchor is not None:
+        a.need_frame(op.anchor)
+    ordered = sorted((f for f in a.view.frames() if f.id != op.id), key=lambda f: (f.pos, f.id))
+    ids = [f.id for f in ordered]
+    if op.where == "first":
+        index = 0
+    elif op.where == "last":
+        index = len(ordered)
+    else:
+        assert op.anchor is not None
+        index = ids.index(op.anchor) + (1 if op.where == "after" else 0)
+    lo = ordered[index - 1].pos if index > 0 else None
+    hi = ordered[index].pos if index < len(ordered) else None
+    if lo is None and hi is None:
+        pos = 1.0
+    elif lo is None:
+        assert hi is not None
+        pos = hi - 1.0
+    elif hi is None:
+        pos = max(lo, a.view.order_max) + 1.0
+    else:
+        pos = (lo + hi) / 2
+    if (lo is not None and pos <= lo) or (hi is not None and pos >= hi):
+        _renumber(a, ordered, index, frame)
+    else:
+        a.put_frame(replace(frame, pos=pos), False, False)
+        if pos > a.view.order_max:
+            a.changes.order_max = pos
+    a.changes.written.add("order")
+    a.effect(op.id, f"placed {op.where}" + (f" {op.anchor}" if op.anchor else ""))
+
+
+def _renumber(a: _Apply, ordered: list[Frame], index: int, moved: Frame) -> None:
+    """Float keys ran out of room between two neighbours: renumber every frame 1..n."""
+    sequence = [*ordered[:index], moved, *ordered[index:]]
+    for number, frame in enumerate(sequence, start=1):
+        if frame.pos != float(number):
+            a.put_frame(replace(frame, pos=float(number)), False, False)
+    a.changes.order_max = float(len(sequence))
+
+
+# ------------------------------------------------------------ checkpoints and sessions
+
+
+def _checkpoint(a: _Apply, op: o.Checkpoint) -> None:
+    if a.view.has_checkpoint(op.checkpoint):
+        raise a.fail(
+            ValidationError,
+            f"checkpoint '{op.checkpoint}' already exists: drop it first or choose another name",
+        )
+    frames = tuple(sorted(a.view.frames(), key=lambda f: f.id))
+    edges = tuple(sorted(a.view.edges()))
+    a.changes.checkpoints[op.checkpoint] = Snapshot(
+        op.checkpoint, a.view.version + 1, frames, edges
+    )
+    a.changes.written.add(f"checkpoint:{op.checkpoint}")
+    a.effect(op.checkpoint, f"checkpoint of {len(frames)} frames and {len(edges)} edges")
+
+
+def _rollback(a: _Apply, op: o.Rollback) -> None:
+    snap = a.view.checkpoint(op.checkpoint)
+    if snap is None:
+        raise a.fail(NotFoundError, f"checkpoint '{op.checkpoint}' does not exist")
+    target = {f.id: f for f in snap.frames}
+    for frame in list(a.view.frames()):
+        if frame.id not in target:
+            a.changes.frames[frame.id] = None
+            a.changes.written.update((f"content:{frame.id}", f"life:{frame.id}"))
+    for fid, frame in target.items():
+        if a.view.frame(fid) != frame:
+            a.put_frame(frame, True, True)
+    wanted = set(snap.edges)
+    for edge in list(a.view.edges()):
+        if edge not in wanted:
+            a.changes.edges[edge] = False
+            a.changes.written.add(edge_key(*edge))
+    for edge in snap.edges:
+        if not a.view.has_edge(edge):
+            a.changes.edges[edge] = True
+            a.changes.written.add(edge_key(*edge))
+    a.changes.barrier = True
+    a.changes.written.update(("order", f"checkpoint:{op.checkpoint}"))
+    a.effect(op.checkpoint, f"mind rolled back to version {snap.version}")
+
+
+def _drop_checkpoint(a: _Apply, op: o.DropCheckpoint) -> None:
+    for name in op.checkpoints:
+        if not a.view.has_checkpoint(name):
+            raise a.fail(NotFoundError, f"checkpoint '{name}' does not exist", target=name)
+        a.changes.checkpoints[name] = None
+        a.changes.written.add(f"checkpoint:{name}")
+        a.effect(name, "dropped")
+
+
+def _need_session(a: _Apply, sid: str) -> SessionState:
+    state = a.view.session(sid)
+    if state is None:
+        raise a.fail(NotFoundError, f"session '{sid}' does not exist in this context", target=sid)
+    return state
+
+
+def _retire_session(a: _Apply, op: o.RetireSession) -> None:
+    for sid in op.sessions:
+        state = _need_session(a, sid)
+        if sid == a.env.session:
+            raise a.fail(ValidationError, f"session '{sid}' is the current session", target=sid)
+        if a.env.session_busy(sid):
+            raise a.fail(
+                ValidationError,
+                f"session '{sid}' has running work: wait until its activations finish",
+                target=sid,
+            )
+        if state.attention == "retired":
+            raise a.fail(ValidationError, f"session '{sid}' is already retired", target=sid)
+        a.changes.sessions[sid] = replace(state, attention="retired")
+        a.changes.written.add(f"session:{sid}")
+        a.effect(sid, "session retired")
+
+
+def _restore_session(a: _Apply, op: o.RestoreSession) -> None:
+    for sid in op.sessions:
+        state = _need_session(a, sid)
+        if state.attention == "active":
+            raise a.fail(ValidationError, f"session '{sid}' is already active", target=sid)
+        a.changes.sessions[sid] = replace(state, attention="active")
+        a.changes.written.add(f"session:{sid}")
+        a.effect(sid, "session restored")
+
+
+# ------------------------------------------------------------ the transaction
+
+
+def _fast_path(a: _Apply) -> None:
+    """Supersede fast path (DESIGN §7): a frame retired in this tx whose successor cites it and
+    is declared ``(relate NEW supersedes OLD)`` in this same tx is retired at commit."""
+    added = [e for e, present in a.changes.edges.items() if present and e[1] == "supersedes"]
+    for old_id in a.retired_frames:
+        old = a.view.frame(old_id)
+        if old is None or old.lifecycle != "retiring":
+            continue
+        for new_id, _, obj in added:
+            successor = a.view.frame(new_id)
+            if obj == old_id and successor is not None and old_id in successor.sources:
+                a.put_frame(replace(old, lifecycle="retired", deadline=None), False, True)
+                for eff in a.changes.effects:
+                    if eff.target == old_id and eff.op == "retire":
+                        eff.change = f"retired at once: superseded by {new_id}"
+                        eff.immediate, eff.eventual = eff.eventual, 0
+                break
+
+
+_HANDLERS: dict[type, Callable[[_Apply, o.Op], None]] = {
+    o.Create: _create,  # type: ignore[dict-item]
+    o.Derive: _derive,  # type: ignore[dict-item]
+    o.Revise: _revise,  # type: ignore[dict-item]
+    o.Retire: _retire,  # type: ignore[dict-item]
+    o.Restore: _restore,  # type: ignore[dict-item]
+    o.Protect: _protect,  # type: ignore[dict-item]
+    o.Unprotect: _unprotect,  # type: ignore[dict-item]
+    o.Relate: _relate,  # type: ignore[dict-item]
+    o.Unrelate: _unrelate,  # type: ignore[dict-item]
+    o.Place: _place,  # type: ignore[dict-item]
+    o.Checkpoint: _checkpoint,  # type: ignore[dict-item]
+    o.Rollback: _rollback,  # type: ignore[dict-item]
+    o.DropCheckpoint: _drop_checkpoint,  # type: ignore[dict-item]
+    o.RetireSession: _retire_session,  # type: ignore[dict-item]
+    o.RestoreSession: _restore_session,  # type: ignore[dict-item]
+}
+
+
+def apply_tx(view: MindView, tx: o.Tx, env: Env = REPLAY_ENV) -> Changes:
+    """Apply every operation of ``tx`` in order; return the changes or raise a TxError."""
+    a = _Apply(view, tx, env)
+    for index, op in enumerate(tx.ops):
+        a.index, a.op = index, op
+        _HANDLERS[type(op)](a, op)
+    _fast_path(a)
+    return a.changes

@@ -1,0 +1,79 @@
+"""Lifecycle rules: which events tick the cognitive clock, the organizing window, finalization.
+
+- The clock advances by one for each appended batch that holds a user message, an external
+  event or a real tool result. Recall results, approvals, receipts and inspection do not tick.
+- Retiring a frame starts an organizing window of ``window`` ticks (default 8, per context):
+  the frame stays visible, marked retiring, until the clock reaches its deadline.
+- When the clock reaches a deadline, :func:`finalize_due` retires the frame for good. The store
+  runs it in the same database transaction that advances the clock and records the result as a
+  runtime commit, so the audit replay finalizes exactly the same frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from morphz.mind.state import Changes, Frame, MindView, ObsState, OpEffect, SessionState
+
+DEFAULT_WINDOW = 8
+MAX_WINDOW = 1_000_000
+
+OBSERVATION_KINDS: frozenset[str] = frozenset(
+    {"user_message", "tool_result", "external_event", "recall_result", "approval_result"}
+)
+CLOCK_KINDS: frozenset[str] = frozenset({"user_message", "tool_result", "external_event"})
+
+
+def advances_clock(kinds: list[str]) -> bool:
+    """True when a batch of observations of these kinds ticks the cognitive clock."""
+    return any(kind in CLOCK_KINDS for kind in kinds)
+
+
+def estimate_tokens(chars: int) -> int:
+    """A cheap, network-free token estimate: about four characters per token."""
+    return (chars + 3) // 4
+
+
+def frame_tokens(frame: Frame) -> int:
+    size = len(frame.id) + len(frame.body) + sum(len(s) + 1 for s in frame.sources) + 32
+    return estimate_tokens(size)
+
+
+def obs_tokens(obs: ObsState) -> int:
+    return estimate_tokens(obs.chars + 24)
+
+
+def remaining_ticks(frame: Frame, clock: int) -> int | None:
+    """Ticks left in a retiring frame's organizing window; None when it is not retiring."""
+    if frame.lifecycle != "retiring" or frame.deadline is None:
+        return None
+    return max(0, frame.deadline - clock)
+
+
+def observe_changes(seq: int, kind: str, chars: int) -> Changes:
+    """The projection rows an appended observation creates."""
+    changes = Changes()
+    changes.observations[seq] = ObsState(seq, kind, "active", False, chars)
+    return changes
+
+
+def ensure_session(view: MindView, changes: Changes, session_id: str) -> None:
+    """Every event records its session; the first event of a new session creates it."""
+    if session_id not in changes.sessions and view.session(session_id) is None:
+        changes.sessions[session_id] = SessionState(session_id, "active")
+
+
+def finalize_due(view: MindView, clock: int) -> Changes:
+    """Retire every retiring frame whose deadline is at or before ``clock``."""
+    changes = Changes()
+    for index, fid in enumerate(view.due_retirements(clock)):
+        frame = view.frame(fid)
+        if frame is None or frame.lifecycle != "retiring":  # pragma: no cover - view invariant
+            continue
+        changes.frames[fid] = replace(frame, lifecycle="retired", deadline=None)
+        changes.written.add(f"life:{fid}")
+        tokens = frame_tokens(frame)
+        changes.effects.append(
+            OpEffect(index, "finalize", fid, "organizing window ended: retired", tokens, 0)
+        )
+    return changes

@@ -1,0 +1,133 @@
+"""An in-memory mind: the audit replay's state, and a reference model for tests.
+
+:class:`MindState` implements :class:`~morphz.mind.state.MindView` over plain dictionaries and
+applies :class:`~morphz.mind.state.Changes` exactly as the store writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from morphz.mind.lifecycle import DEFAULT_WINDOW
+from morphz.mind.state import (
+    GENESIS_HEAD,
+    Changes,
+    Edge,
+    Frame,
+    ObsState,
+    SessionState,
+    Snapshot,
+    chain_head,
+)
+
+
+class MindState:
+    """A whole context projection held in memory."""
+
+    def __init__(self, window: int = DEFAULT_WINDOW) -> None:
+        self._version = 0
+        self._clock = 0
+        self._window = window
+        self._order_max = 0.0
+        self._last_seq = 0
+        self.head = GENESIS_HEAD
+        self.barrier = 0
+        self.frames_by_id: dict[str, Frame] = {}
+        self.edge_set: set[Edge] = set()
+        self.obs: dict[int, ObsState] = {}
+        self.sessions: dict[str, SessionState] = {}
+        self.snapshots: dict[str, Snapshot] = {}
+        self.boundary_versions: dict[str, int] = {}
+        self._retiring: dict[str, int] = {}
+
+    # -- MindView
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def clock(self) -> int:
+        return self._clock
+
+    @property
+    def window(self) -> int:
+        return self._window
+
+    @property
+    def order_max(self) -> float:
+        return self._order_max
+
+    @property
+    def last_seq(self) -> int:
+        return self._last_seq
+
+    def frame(self, frame_id: str) -> Frame | None:
+        return self.frames_by_id.get(frame_id)
+
+    def has_edge(self, edge: Edge) -> bool:
+        return edge in self.edge_set
+
+    def observation(self, seq: int) -> ObsState | None:
+        return self.obs.get(seq)
+
+    def session(self, session_id: str) -> SessionState | None:
+        return self.sessions.get(session_id)
+
+    def has_checkpoint(self, name: str) -> bool:
+        return name in self.snapshots
+
+    def checkpoint(self, name: str) -> Snapshot | None:
+        return self.snapshots.get(name)
+
+    def frames(self) -> Iterable[Frame]:
+        return list(self.frames_by_id.values())
+
+    def edges(self) -> Iterable[Edge]:
+        return list(self.edge_set)
+
+    def due_retirements(self, clock: int) -> list[str]:
+        return sorted(fid for fid, deadline in self._retiring.items() if deadline <= clock)
+
+    # -- mutation
+
+    def note_event(self, seq: int) -> None:
+        self._last_seq = max(self._last_seq, seq)
+
+    def apply(self, changes: Changes, *, commit: bool) -> None:
+        """Apply ``changes``; ``commit`` bumps the mind version (a tx or runtime commit)."""
+        if commit:
+            self._version += 1
+            for boundary in changes.written:
+                self.boundary_versions[boundary] = self._version
+            if changes.barrier:
+                self.barrier = self._version
+        for fid, frame in changes.frames.items():
+            if frame is None:
+                self.frames_by_id.pop(fid, None)
+                self._retiring.pop(fid, None)
+                continue
+            self.frames_by_id[fid] = frame
+            if frame.lifecycle == "retiring" and frame.deadline is not None:
+                self._retiring[fid] = frame.deadline
+            else:
+                self._retiring.pop(fid, None)
+        for edge, present in changes.edges.items():
+            if present:
+                self.edge_set.add(edge)
+            else:
+                self.edge_set.discard(edge)
+        self.obs.update(changes.observations)
+        for name, snap in changes.checkpoints.items():
+            if snap is None:
+                self.snapshots.pop(name, None)
+            else:
+                self.snapshots[name] = snap
+        self.sessions.update(changes.sessions)
+        if changes.order_max is not None:
+            self._order_max = changes.order_max
+        if changes.window is not None:
+            self._window = changes.window
+        if changes.clock is not None:
+            self._clock = changes.clock
+        self.head = chain_head(self.head, changes)

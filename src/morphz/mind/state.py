@@ -1,0 +1,307 @@
+"""Value types of the mind and the read/write interfaces the pure layer works through.
+
+The pure layer never sees a database. It reads through a :class:`MindView` (the store provides
+one backed by SQL rows, the audit replay one backed by :class:`MindState` in memory) and returns
+a :class:`Changes` value: the rows that one logical step changes. The store writes those rows;
+the replay applies them to its in-memory state. Both then chain the same canonical rendering of
+the changes into the head hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+FrameLife = Literal["active", "retiring", "retired"]
+ObsLife = Literal["active", "retired"]
+Attention = Literal["active", "retired"]
+Edge = tuple[str, str, str]
+
+GENESIS_HEAD = "0" * 64
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One row of the mind: a frame and everything the projection keeps about it."""
+
+    id: str
+    body: str  # canonical text of the body S-expressions
+    sources: tuple[str, ...]
+    revision: int
+    lifecycle: FrameLife
+    protected: bool
+    pos: float  # projection order key: smaller comes first
+    deadline: int | None = None  # clock tick when a retiring frame becomes retired
+    reason: str | None = None  # reason of the retirement (pending or effective)
+
+    def canonical(self) -> str:
+        deadline = "-" if self.deadline is None else str(self.deadline)
+        return (
+            f"frame {self.id} r{self.revision} {self.lifecycle} p{int(self.protected)} "
+            f"o{self.pos!r} d{deadline} s[{' '.join(self.sources)}] b{self.body} "
+            f"w{self.reason or ''}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ObsState:
+    """The mutable attributes of one observation (its content is an immutable event)."""
+
+    seq: int
+    kind: str
+    lifecycle: ObsLife
+    protected: bool
+    chars: int  # size of the observation text, for token estimates
+
+    def canonical(self) -> str:
+        return f"obs {self.seq} {self.kind} {self.lifecycle} p{int(self.protected)} c{self.chars}"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    id: str
+    attention: Attention
+
+    def canonical(self) -> str:
+        return f"session {self.id} {self.attention}"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A checkpoint: frames (with order, lifecycle and protection) and relations."""
+
+    name: str
+    version: int  # mind version at which it was taken (after its tx)
+    frames: tuple[Frame, ...]
+    edges: tuple[Edge, ...]
+
+    def canonical(self) -> str:
+        digest = hashlib.sha256()
+        for frame in sorted(self.frames, key=lambda f: f.id):
+            digest.update(frame.canonical().encode())
+            digest.update(b"\n")
+        for edge in sorted(self.edges):
+            digest.update(" ".join(edge).encode())
+            digest.update(b"\n")
+        return f"checkpoint {self.name} v{self.version} {digest.hexdigest()}"
+
+
+@dataclass(slots=True)
+class OpEffect:
+    """What one operation changed, with its estimated token effect.
+
+    ``immediate`` tokens leave (positive) or enter (negative) the encoding at commit;
+    ``eventual`` tokens leave when a pending retirement finalizes.
+    """
+
+    index: int
+    op: str
+    target: str
+    change: str
+    immediate: int = 0
+    eventual: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "index": self.index,
+            "op": self.op,
+            "target": self.target,
+            "change": self.change,
+            "tokens_immediate": self.immediate,
+            "tokens_eventual": self.eventual,
+        }
+
+
+@dataclass(slots=True)
+class Changes:
+    """The projection rows one step changes. ``None`` in ``frames``/``checkpoints`` deletes."""
+
+    frames: dict[str, Frame | None] = field(default_factory=dict)
+    edges: dict[Edge, bool] = field(default_factory=dict)  # True: added, False: removed
+    observations: dict[int, ObsState] = field(default_factory=dict)
+    checkpoints: dict[str, Snapshot | None] = field(default_factory=dict)
+    sessions: dict[str, SessionState] = field(default_factory=dict)
+    order_max: float | None = None
+    window: int | None = None
+    clock: int | None = None
+    barrier: bool = False  # a rollback: every older base version is invalid
+    written: set[str] = field(default_factory=set)  # conflict boundaries written
+    effects: list[OpEffect] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not (
+            self.frames
+            or self.edges
+            or self.observations
+            or self.checkpoints
+            or self.sessions
+            or self.window is not None
+            or self.clock is not None
+        )
+
+    def canonical(self) -> str:
+        """Deterministic text of every changed row; what the head hash chains."""
+        lines: list[str] = []
+        for fid in sorted(self.frames):
+            frame = self.frames[fid]
+            lines.append(frame.canonical() if frame is not None else f"frame {fid} deleted")
+        for edge in sorted(self.edges):
+            lines.append(f"edge {' '.join(edge)} {'+' if self.edges[edge] else '-'}")
+        for seq in sorted(self.observations):
+            lines.append(self.observations[seq].canonical())
+        for name in sorted(self.checkpoints):
+            snap = self.checkpoints[name]
+            lines.append(snap.canonical() if snap is not None else f"checkpoint {name} dropped")
+        for sid in sorted(self.sessions):
+            lines.append(self.sessions[sid].canonical())
+        if self.order_max is not None:
+            lines.append(f"order-max {self.order_max!r}")
+        if self.window is not None:
+            lines.append(f"window {self.window}")
+        if self.clock is not None:
+            lines.append(f"clock {self.clock}")
+        if self.barrier:
+            lines.append("barrier")
+        return "\n".join(lines)
+
+
+def chain_head(previous: str, changes: Changes) -> str:
+    """The next head hash: SHA-256 of the previous head and the canonical changes."""
+    digest = hashlib.sha256(previous.encode())
+    digest.update(b"\n")
+    digest.update(changes.canonical().encode())
+    return digest.hexdigest()
+
+
+class MindView(Protocol):
+    """Read access to one context's projection, as the pure layer needs it."""
+
+    @property
+    def version(self) -> int: ...
+    @property
+    def clock(self) -> int: ...
+    @property
+    def window(self) -> int: ...
+    @property
+    def order_max(self) -> float: ...
+    @property
+    def last_seq(self) -> int: ...
+
+    def frame(self, frame_id: str) -> Frame | None: ...
+    def has_edge(self, edge: Edge) -> bool: ...
+    def observation(self, seq: int) -> ObsState | None: ...
+    def session(self, session_id: str) -> SessionState | None: ...
+    def has_checkpoint(self, name: str) -> bool: ...
+    def checkpoint(self, name: str) -> Snapshot | None: ...
+    def frames(self) -> Iterable[Frame]: ...
+    def edges(self) -> Iterable[Edge]: ...
+    def due_retirements(self, clock: int) -> list[str]: ...
+
+
+class Overlay:
+    """A :class:`MindView` that reads ``changes`` first, then the base view.
+
+    Operations in one transaction apply to the state the previous ones left: each writes into
+    the shared ``changes`` and reads through this overlay.
+    """
+
+    def __init__(self, base: MindView, changes: Changes) -> None:
+        self.base = base
+        self.changes = changes
+
+    @property
+    def version(self) -> int:
+        return self.base.version
+
+    @property
+    def clock(self) -> int:
+        if self.changes.clock is not None:
+            return self.changes.clock
+        return self.base.clock
+
+    @property
+    def window(self) -> int:
+        if self.changes.window is not None:
+            return self.changes.window
+        return self.base.window
+
+    @property
+    def order_max(self) -> float:
+        if self.changes.order_max is not None:
+            return self.changes.order_max
+        return self.base.order_max
+
+    @property
+    def last_seq(self) -> int:
+        return self.base.last_seq
+
+    def frame(self, frame_id: str) -> Frame | None:
+        frames = self.changes.frames
+        if frame_id in frames:
+            return frames[frame_id]
+        return self.base.frame(frame_id)
+
+    def has_edge(self, edge: Edge) -> bool:
+        edges = self.changes.edges
+        if edge in edges:
+            return edges[edge]
+        return self.base.has_edge(edge)
+
+    def observation(self, seq: int) -> ObsState | None:
+        obs = self.changes.observations
+        if seq in obs:
+            return obs[seq]
+        return self.base.observation(seq)
+
+    def session(self, session_id: str) -> SessionState | None:
+        sessions = self.changes.sessions
+        if session_id in sessions:
+            return sessions[session_id]
+        return self.base.session(session_id)
+
+    def has_checkpoint(self, name: str) -> bool:
+        cps = self.changes.checkpoints
+        if name in cps:
+            return cps[name] is not None
+        return self.base.has_checkpoint(name)
+
+    def checkpoint(self, name: str) -> Snapshot | None:
+        cps = self.changes.checkpoints
+        if name in cps:
+            return cps[name]
+        return self.base.checkpoint(name)
+
+    def frames(self) -> Iterator[Frame]:
+        changed = self.changes.frames
+        for frame in self.base.frames():
+            if frame.id not in changed:
+                yield frame
+        for frame_or_none in changed.values():
+            if frame_or_none is not None:
+                yield frame_or_none
+
+    def edges(self) -> Iterator[Edge]:
+        changed = self.changes.edges
+        for edge in self.base.edges():
+            if edge not in changed:
+                yield edge
+        for edge, present in changed.items():
+            if present:
+                yield edge
+
+    def due_retirements(self, clock: int) -> list[str]:
+        due = set(self.base.due_retirements(clock))
+        for fid, frame in self.changes.frames.items():
+            is_due = (
+                frame is not None
+                and frame.lifecycle == "retiring"
+                and frame.deadline is not None
+                and frame.deadline <= clock
+            )
+            if is_due:
+                due.add(fid)
+            else:
+                due.discard(fid)
+        return sorted(due)

@@ -1,0 +1,95 @@
+"""The storage contract every backend implements (SQLite now; PostgreSQL behind the same shape).
+
+A backend offers read and write units of work scoped to one context. A :class:`WriteTxn` is one
+database transaction that holds the context's writer lock from its first statement to commit:
+everything one logical step changes (events, projection rows, boundary versions, the context
+row) is written inside it, or nothing is. Both unit kinds are :class:`~morphz.mind.MindView`\\ s,
+so the pure layer reads the projection through them directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from morphz.events import Event
+from morphz.mind.state import Changes, Frame, MindView, ObsState, SessionState, Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class ContextRow:
+    context_id: str
+    created_at: str
+    version: int
+    clock: int
+    last_seq: int
+    head: str
+    window: int
+    initial_window: int
+    order_max: float
+    barrier: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    session_id: str
+    attention: str
+    created_seq: int
+    last_seq: int
+    last_time: str
+    running: int  # activations running in it
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationRow:
+    activation_id: str
+    session_id: str
+    root_seq: int | None
+    state: str
+    started_seq: int
+    finished_seq: int | None
+
+
+class ReadTxn(MindView, Protocol):
+    """A consistent snapshot of one context."""
+
+    @property
+    def row(self) -> ContextRow: ...
+
+    def events(self, after_seq: int = 0) -> Iterator[Event]: ...
+    def event(self, seq: int) -> Event | None: ...
+    def ordered_frames(self) -> list[Frame]: ...
+    def observations(self) -> Iterator[ObsState]: ...
+    def sessions(self) -> Iterator[SessionState]: ...
+    def session_rows(self) -> list[SessionRow]: ...
+    def snapshots(self) -> Iterator[Snapshot]: ...
+    def boundary_versions(self) -> dict[str, int]: ...
+    def frame_counts(self) -> dict[str, int]: ...
+    def observation_counts(self) -> dict[str, int]: ...
+    def activations(self, running_only: bool = False) -> list[ActivationRow]: ...
+
+
+class WriteTxn(ReadTxn, Protocol):
+    """One database transaction holding the context's writer lock."""
+
+    def changed_boundaries(self, boundaries: list[str], since: int) -> dict[str, int]: ...
+    def session_busy(self, session_id: str) -> bool: ...
+    def causally_protected(self, seq: int) -> bool: ...
+    def append_event(self, event: Event) -> None: ...
+    def write_changes(self, changes: Changes, commit_version: int | None, seq: int) -> None: ...
+    def set_row(self, row: ContextRow) -> None: ...
+    def touch_session(self, session_id: str, seq: int, time: str) -> None: ...
+    def put_activation(self, activation: ActivationRow) -> None: ...
+
+
+class Store(Protocol):
+    """A database holding many contexts."""
+
+    def create_context(self, context_id: str, window: int, created_at: str) -> ContextRow: ...
+    def context_ids(self) -> list[str]: ...
+    def read(self, context_id: str) -> AbstractContextManager[ReadTxn]: ...
+    def write(self, context_id: str) -> AbstractContextManager[WriteTxn]: ...
+    def integrity_check(self) -> list[str]: ...
+    def close(self) -> None: ...

@@ -1,0 +1,449 @@
+"""SQLite read and write units of work for one context (all SQL of the projection lives here)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+from morphz.events import Event
+from morphz.mind.state import Changes, Edge, Frame, ObsState, SessionState, Snapshot
+from morphz.store.base import ActivationRow, ContextRow, SessionRow
+
+_FRAME_COLS = "frame_id, body, sources, revision, lifecycle, protected, pos, deadline, reason"
+_EVENT_COLS = (
+    "context_id, seq, kind, session_id, time, recorded_at, text, meta, payload, "
+    "version, clock, head"
+)
+
+
+def _frame(row: tuple[Any, ...]) -> Frame:
+    fid, body, sources, revision, lifecycle, protected, pos, deadline, reason = row
+    return Frame(
+        fid,
+        body,
+        tuple(sources.split()) if sources else (),
+        revision,
+        lifecycle,
+        bool(protected),
+        pos,
+        deadline,
+        reason,
+    )
+
+
+def _frame_params(cid: str, f: Frame) -> tuple[Any, ...]:
+    return (
+        cid,
+        f.id,
+        f.body,
+        " ".join(f.sources),
+        f.revision,
+        f.lifecycle,
+        int(f.protected),
+        f.pos,
+        f.deadline,
+        f.reason,
+    )
+
+
+def _event(row: tuple[Any, ...]) -> Event:
+    cid, seq, kind, session, time, recorded, text, meta, payload, version, clock, head = row
+    return Event(
+        cid,
+        seq,
+        kind,
+        session,
+        time,
+        recorded,
+        text,
+        json.loads(meta) if meta is not None else None,
+        json.loads(payload) if payload is not None else None,
+        version,
+        clock,
+        head,
+    )
+
+
+def _dumps(value: dict[str, Any] | None) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+class SqliteRead:
+    """A snapshot of one context, inside an open read (or write) transaction."""
+
+    def __init__(self, conn: sqlite3.Connection, row: ContextRow) -> None:
+        self.conn = conn
+        self.cid = row.context_id
+        self._row = row
+        self._frames: dict[str, Frame | None] = {}
+
+    # -- MindView
+
+    @property
+    def row(self) -> ContextRow:
+        return self._row
+
+    @property
+    def version(self) -> int:
+        return self._row.version
+
+    @property
+    def clock(self) -> int:
+        return self._row.clock
+
+    @property
+    def window(self) -> int:
+        return self._row.window
+
+    @property
+    def order_max(self) -> float:
+        return self._row.order_max
+
+    @property
+    def last_seq(self) -> int:
+        return self._row.last_seq
+
+    def frame(self, frame_id: str) -> Frame | None:
+        cache = self._frames
+        if frame_id in cache:
+            return cache[frame_id]
+        row = self.conn.execute(
+            f"SELECT {_FRAME_COLS} FROM frames WHERE context_id = ? AND frame_id = ?",
+            (self.cid, frame_id),
+        ).fetchone()
+        frame = _frame(row) if row is not None else None
+        cache[frame_id] = frame
+        return frame
+
+    def has_edge(self, edge: Edge) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM relations WHERE context_id = ? AND subject = ? AND relation = ? "
+            "AND object = ?",
+            (self.cid, *edge),
+        ).fetchone()
+        return row is not None
+
+    def observation(self, seq: int) -> ObsState | None:
+        row = self.conn.execute(
+            "SELECT seq, kind, lifecycle, protected, chars FROM observations "
+            "WHERE context_id = ? AND seq = ?",
+            (self.cid, seq),
+        ).fetchone()
+        if row is None:
+            return None
+        return ObsState(row[0], row[1], row[2], bool(row[3]), row[4])
+
+    def session(self, session_id: str) -> SessionState | None:
+        row = self.conn.execute(
+            "SELECT attention FROM sessions WHERE context_id = ? AND session_id = ?",
+            (self.cid, session_id),
+        ).fetchone()
+        return SessionState(session_id, row[0]) if row is not None else None
+
+    def has_checkpoint(self, name: str) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM checkpoints WHERE context_id = ? AND name = ?", (self.cid, name)
+        ).fetchone()
+        return row is not None
+
+    def checkpoint(self, name: str) -> Snapshot | None:
+        row = self.conn.execute(
+            "SELECT version FROM checkpoints WHERE context_id = ? AND name = ?", (self.cid, name)
+        ).fetchone()
+        if row is None:
+            return None
+        frames = tuple(
+            _frame(r)
+            for r in self.conn.execute(
+                f"SELECT {_FRAME_COLS} FROM checkpoint_frames WHERE context_id = ? AND name = ? "
+                "ORDER BY frame_id",
+                (self.cid, name),
+            )
+        )
+        edges = tuple(
+            (s, r, o)
+            for s, r, o in self.conn.execute(
+                "SELECT subject, relation, object FROM checkpoint_edges "
+                "WHERE context_id = ? AND name = ? ORDER BY subject, relation, object",
+                (self.cid, name),
+            )
+        )
+        return Snapshot(name, row[0], frames, edges)
+
+    def frames(self) -> Iterator[Frame]:
+        rows = self.conn.execute(
+            f"SELECT {_FRAME_COLS} FROM frames WHERE context_id = ?", (self.cid,)
+        )
+        yield from map(_frame, rows)
+
+    def edges(self) -> Iterator[Edge]:
+        rows = self.conn.execute(
+            "SELECT subject, relation, object FROM relations WHERE context_id = ?", (self.cid,)
+        )
+        yield from ((s, r, o) for s, r, o in rows)
+
+    def due_retirements(self, clock: int) -> list[str]:
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT frame_id FROM frames WHERE context_id = ? AND lifecycle = 'retiring' "
+                "AND deadline <= ? ORDER BY frame_id",
+                (self.cid, clock),
+            )
+        ]
+
+    # -- wider reads
+
+    def events(self, after_seq: int = 0) -> Iterator[Event]:
+        cursor = self.conn.execute(
+            f"SELECT {_EVENT_COLS} FROM events WHERE context_id = ? AND seq > ? ORDER BY seq",
+            (self.cid, after_seq),
+        )
+        while True:
+            rows = cursor.fetchmany(1000)
+            if not rows:
+                return
+            for row in rows:
+                yield _event(row)
+
+    def event(self, seq: int) -> Event | None:
+        row = self.conn.execute(
+            f"SELECT {_EVENT_COLS} FROM events WHERE context_id = ? AND seq = ?", (self.cid, seq)
+        ).fetchone()
+        return _event(row) if row is not None else None
+
+    def ordered_frames(self) -> list[Frame]:
+        return [
+            _frame(r)
+            for r in self.conn.execute(
+                f"SELECT {_FRAME_COLS} FROM frames WHERE context_id = ? ORDER BY pos, frame_id",
+                (self.cid,),
+            )
+        ]
+
+    def observations(self) -> Iterator[ObsState]:
+        for seq, kind, life, protected, chars in self.conn.execute(
+            "SELECT seq, kind, lifecycle, protected, chars FROM observations "
+            "WHERE context_id = ? ORDER BY seq",
+            (self.cid,),
+        ):
+            yield ObsState(seq, kind, life, bool(protected), chars)
+
+    def sessions(self) -> Iterator[SessionState]:
+        for sid, attention in self.conn.execute(
+            "SELECT session_id, attention FROM sessions WHERE context_id = ? ORDER BY session_id",
+            (self.cid,),
+        ):
+            yield SessionState(sid, attention)
+
+    def session_rows(self) -> list[SessionRow]:
+        rows = self.conn.execute(
+            "SELECT s.session_id, s.attention, s.created_seq, s.last_seq, s.last_time, "
+            "(SELECT count(*) FROM activations a WHERE a.context_id = s.context_id "
+            " AND a.session_id = s.session_id AND a.state = 'running') "
+            "FROM sessions s WHERE s.context_id = ? ORDER BY s.last_seq DESC, s.session_id",
+            (self.cid,),
+        )
+        return [SessionRow(*r) for r in rows]
+
+    def snapshots(self) -> Iterator[Snapshot]:
+        names = [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT name FROM checkpoints WHERE context_id = ? ORDER BY name", (self.cid,)
+            )
+        ]
+        for name in names:
+            snap = self.checkpoint(name)
+            if snap is not None:
+                yield snap
+
+    def boundary_versions(self) -> dict[str, int]:
+        return dict(
+            self.conn.execute(
+                "SELECT boundary, version FROM boundary_versions WHERE context_id = ?", (self.cid,)
+            ).fetchall()
+        )
+
+    def frame_counts(self) -> dict[str, int]:
+        counts = {"active": 0, "retiring": 0, "retired": 0, "protected": 0}
+        for life, protected, n in self.conn.execute(
+            "SELECT lifecycle, protected, count(*) FROM frames WHERE context_id = ? "
+            "GROUP BY lifecycle, protected",
+            (self.cid,),
+        ):
+            counts[life] += n
+            if protected:
+                counts["protected"] += n
+        return counts
+
+    def observation_counts(self) -> dict[str, int]:
+        counts = {"active": 0, "retired": 0, "protected": 0}
+        for life, protected, n in self.conn.execute(
+            "SELECT lifecycle, protected, count(*) FROM observations WHERE context_id = ? "
+            "GROUP BY lifecycle, protected",
+            (self.cid,),
+        ):
+            counts[life] += n
+            if protected:
+                counts["protected"] += n
+        return counts
+
+    def activations(self, running_only: bool = False) -> list[ActivationRow]:
+        where = " AND state = 'running'" if running_only else ""
+        rows = self.conn.execute(
+            "SELECT activation_id, session_id, root_seq, state, started_seq, finished_seq "
+            f"FROM activations WHERE context_id = ?{where} ORDER BY started_seq",
+            (self.cid,),
+        )
+        return [ActivationRow(*r) for r in rows]
+
+
+class SqliteWrite(SqliteRead):
+    """The projection writer, inside a ``BEGIN IMMEDIATE`` transaction."""
+
+    def changed_boundaries(self, boundaries: list[str], since: int) -> dict[str, int]:
+        if not boundaries:
+            return {}
+        marks = ",".join("?" * len(boundaries))
+        rows = self.conn.execute(
+            f"SELECT boundary, version FROM boundary_versions WHERE context_id = ? "
+            f"AND version > ? AND boundary IN ({marks})",
+            (self.cid, since, *boundaries),
+        )
+        return dict(rows.fetchall())
+
+    def session_busy(self, session_id: str) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM activations WHERE context_id = ? AND session_id = ? "
+            "AND state = 'running' LIMIT 1",
+            (self.cid, session_id),
+        ).fetchone()
+        return row is not None
+
+    def causally_protected(self, seq: int) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM activations WHERE context_id = ? AND root_seq = ? "
+            "AND state = 'running' LIMIT 1",
+            (self.cid, seq),
+        ).fetchone()
+        return row is not None
+
+    def append_event(self, event: Event) -> None:
+        self.conn.execute(
+            f"INSERT INTO events ({_EVENT_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                self.cid,
+                event.seq,
+                event.kind,
+                event.session_id,
+                event.time,
+                event.recorded_at,
+                event.text,
+                _dumps(event.meta),
+                _dumps(event.payload),
+                event.version,
+                event.clock,
+                event.head,
+            ),
+        )
+
+    def write_changes(self, changes: Changes, commit_version: int | None, seq: int) -> None:
+        cid, conn = self.cid, self.conn
+        for fid, frame in changes.frames.items():
+            self._frames[fid] = frame
+            if frame is None:
+                conn.execute("DELETE FROM frames WHERE context_id = ? AND frame_id = ?", (cid, fid))
+            else:
+                conn.execute(
+                    f"INSERT OR REPLACE INTO frames (context_id, {_FRAME_COLS}) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    _frame_params(cid, frame),
+                )
+        for edge, present in changes.edges.items():
+            if present:
+                conn.execute("INSERT INTO relations VALUES (?,?,?,?)", (cid, *edge))
+            else:
+                conn.execute(
+                    "DELETE FROM relations WHERE context_id = ? AND subject = ? "
+                    "AND relation = ? AND object = ?",
+                    (cid, *edge),
+                )
+        for obs in changes.observations.values():
+            conn.execute(
+                "INSERT OR REPLACE INTO observations VALUES (?,?,?,?,?,?)",
+                (cid, obs.seq, obs.kind, obs.lifecycle, int(obs.protected), obs.chars),
+            )
+        for name, snap in changes.checkpoints.items():
+            self._write_checkpoint(name, snap)
+        for session in changes.sessions.values():
+            conn.execute(
+                "INSERT INTO sessions VALUES (?,?,?,?,?,?) ON CONFLICT (context_id, session_id) "
+                "DO UPDATE SET attention = excluded.attention",
+                (cid, session.id, session.attention, seq, seq, ""),
+            )
+        if commit_version is not None and changes.written:
+            conn.executemany(
+                "INSERT INTO boundary_versions VALUES (?,?,?) ON CONFLICT (context_id, boundary) "
+                "DO UPDATE SET version = excluded.version",
+                [(cid, b, commit_version) for b in changes.written],
+            )
+
+    def _write_checkpoint(self, name: str, snap: Snapshot | None) -> None:
+        cid, conn = self.cid, self.conn
+        for table in ("checkpoints", "checkpoint_frames", "checkpoint_edges"):
+            conn.execute(f"DELETE FROM {table} WHERE context_id = ? AND name = ?", (cid, name))
+        if snap is None:
+            return
+        conn.execute("INSERT INTO checkpoints VALUES (?,?,?)", (cid, name, snap.version))
+        conn.executemany(
+            f"INSERT INTO checkpoint_frames (context_id, name, {_FRAME_COLS}) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            [(cid, name, *_frame_params(cid, f)[1:]) for f in snap.frames],
+        )
+        conn.executemany(
+            "INSERT INTO checkpoint_edges VALUES (?,?,?,?,?)",
+            [(cid, name, *edge) for edge in snap.edges],
+        )
+
+    def set_row(self, row: ContextRow) -> None:
+        self.conn.execute(
+            "UPDATE contexts SET version = ?, clock = ?, last_seq = ?, head = ?, window = ?, "
+            "order_max = ?, barrier = ? WHERE context_id = ?",
+            (
+                row.version,
+                row.clock,
+                row.last_seq,
+                row.head,
+                row.window,
+                row.order_max,
+                row.barrier,
+                self.cid,
+            ),
+        )
+        self._row = row
+
+    def touch_session(self, session_id: str, seq: int, time: str) -> None:
+        self.conn.execute(
+            "UPDATE sessions SET last_seq = ?, last_time = ? WHERE context_id = ? "
+            "AND session_id = ?",
+            (seq, time, self.cid, session_id),
+        )
+
+    def put_activation(self, activation: ActivationRow) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO activations VALUES (?,?,?,?,?,?,?)",
+            (
+                self.cid,
+                activation.activation_id,
+                activation.session_id,
+                activation.root_seq,
+                activation.state,
+                activation.started_seq,
+                activation.finished_seq,
+            ),
+        )

@@ -1,0 +1,336 @@
+"""Parse context-tx text into a :class:`~morphz.txlang.ops.Tx`, and print it back canonically.
+
+Only the shape of the text is checked here: the envelope, known operations, argument forms, id
+syntax and the reason rule. Whether a frame exists or may be retired is the mind layer's call.
+Every refusal is a :class:`~morphz.errors.ParseError` (malformed text or arguments) or a
+:class:`~morphz.errors.ValidationError` (well-formed but breaking a rule, e.g. a missing reason),
+with the operation and its line and column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from morphz.errors import ParseError, TxError, ValidationError
+from morphz.ids import describe_id_rules, is_id, is_ref
+from morphz.txlang import ops as o
+from morphz.txlang.sexpr import Atom, SExpr, SList, Str, line_col, quote, read_one, to_text_seq
+
+_MAX_BASE_VERSION = 2**62
+
+
+class _Ctx:
+    """The source text and the operation being parsed, for positioned errors."""
+
+    __slots__ = ("index", "op", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.op: str | None = None
+        self.index: int | None = None
+
+    def error(self, node_pos: int, message: str, cls: type[TxError] = ParseError) -> TxError:
+        line, column = line_col(self.text, node_pos)
+        return cls(message, op=self.op, op_index=self.index, line=line, column=column)
+
+
+def _atom(ctx: _Ctx, node: SExpr, what: str) -> str:
+    if not isinstance(node, Atom):
+        raise ctx.error(node.pos, f"expected {what}, found {_describe(node)}")
+    return node.text
+
+
+def _describe(node: SExpr) -> str:
+    if isinstance(node, Atom):
+        return f"'{node.text}'"
+    if isinstance(node, Str):
+        return "a string"
+    return "a list"
+
+
+def _frame_id(ctx: _Ctx, node: SExpr, what: str = "a frame id") -> str:
+    text = _atom(ctx, node, what)
+    if not is_id(text):
+        raise ctx.error(node.pos, f"'{text}' is not a valid id for {what}: {describe_id_rules()}")
+    return text
+
+
+def _target(ctx: _Ctx, node: SExpr) -> str:
+    text = _atom(ctx, node, "a frame id or an event ref like @e42")
+    if is_ref(text) or is_id(text):
+        return text
+    raise ctx.error(
+        node.pos, f"'{text}' is neither a frame id nor an event ref: {describe_id_rules()}"
+    )
+
+
+def _distinct(
+    ctx: _Ctx, nodes: tuple[SExpr, ...], parse: Callable[[_Ctx, SExpr], str]
+) -> tuple[str, ...]:
+    seen: list[str] = []
+    for node in nodes:
+        value = parse(ctx, node)
+        if value in seen:
+            raise ctx.error(node.pos, f"'{value}' is listed twice", ValidationError)
+        seen.append(value)
+    return tuple(seen)
+
+
+def _targets(ctx: _Ctx, form: SList) -> tuple[str, ...]:
+    if len(form.items) < 2:
+        raise ctx.error(form.pos, f"({ctx.op} TARGET...) needs at least one target")
+    return _distinct(ctx, form.items[1:], _target)
+
+
+def _ids(ctx: _Ctx, form: SList, what: str) -> tuple[str, ...]:
+    if len(form.items) < 2:
+        raise ctx.error(form.pos, f"({ctx.op} {what.upper()}...) needs at least one {what}")
+    return _distinct(ctx, form.items[1:], lambda c, n: _frame_id(c, n, f"a {what} id"))
+
+
+def _check_body(ctx: _Ctx, body: tuple[SExpr, ...], form: SList) -> None:
+    if not body:
+        raise ctx.error(form.pos, f"({ctx.op} ID ...) needs a body: one or more S-expressions")
+    for item in body:
+        if isinstance(item, SList) and item.head == "from":
+            raise ctx.error(
+                item.pos, "(from ...) is only allowed right after the frame id of derive or revise"
+            )
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, SList):
+            head = node.head
+            if head in _OPS or head == "context-tx":
+                raise ctx.error(
+                    node.pos,
+                    f"operation '{head}' nested inside a body: operations go at the top level "
+                    "of the context-tx",
+                    ValidationError,
+                )
+            stack.extend(node.items)
+
+
+def _from_clause(ctx: _Ctx, node: SExpr) -> tuple[str, ...] | None:
+    if not (isinstance(node, SList) and node.head == "from"):
+        return None
+    if len(node.items) < 2:
+        raise ctx.error(node.pos, "(from SRC...) needs at least one source frame or event ref")
+    return _distinct(ctx, node.items[1:], _target)
+
+
+def _create(ctx: _Ctx, form: SList) -> o.Op:
+    if len(form.items) < 2:
+        raise ctx.error(form.pos, "(create ID BODY...) needs a frame id")
+    fid = _frame_id(ctx, form.items[1])
+    body = form.items[2:]
+    if body and _from_clause(ctx, body[0]) is not None:
+        raise ctx.error(
+            body[0].pos, "create takes no sources: use (derive ID (from SRC...) BODY...)"
+        )
+    _check_body(ctx, body, form)
+    return o.Create(fid, body, to_text_seq(body), form.pos)
+
+
+def _derive(ctx: _Ctx, form: SList) -> o.Op:
+    if len(form.items) < 3:
+        raise ctx.error(
+            form.pos, "(derive ID (from SRC...) BODY...) needs an id, sources and a body"
+        )
+    fid = _frame_id(ctx, form.items[1])
+    sources = _from_clause(ctx, form.items[2])
+    if sources is None:
+        raise ctx.error(form.items[2].pos, "derive needs (from SRC...) right after the frame id")
+    if fid in sources:
+        raise ctx.error(form.items[2].pos, f"frame '{fid}' cannot cite itself", ValidationError)
+    body = form.items[3:]
+    _check_body(ctx, body, form)
+    return o.Derive(fid, sources, body, to_text_seq(body), form.pos)
+
+
+def _revise(ctx: _Ctx, form: SList) -> o.Op:
+    if len(form.items) < 3:
+        raise ctx.error(form.pos, "(revise ID [(from SRC...)] BODY...) needs an id and a body")
+    fid = _frame_id(ctx, form.items[1])
+    sources = _from_clause(ctx, form.items[2])
+    body = form.items[3:] if sources is not None else form.items[2:]
+    if sources is not None and fid in sources:
+        raise ctx.error(form.items[2].pos, f"frame '{fid}' cannot cite itself", ValidationError)
+    _check_body(ctx, body, form)
+    return o.Revise(fid, sources, body, to_text_seq(body), form.pos)
+
+
+def _edge(ctx: _Ctx, form: SList) -> tuple[str, str, str]:
+    if len(form.items) != 4:
+        raise ctx.error(form.pos, f"({ctx.op} SUBJECT RELATION OBJECT) takes exactly three ids")
+    subject = _frame_id(ctx, form.items[1], "the subject frame id")
+    relation = _frame_id(ctx, form.items[2], "a relation name")
+    obj = _frame_id(ctx, form.items[3], "the object frame id")
+    if subject == obj:
+        raise ctx.error(
+            form.pos, f"a frame cannot be related to itself ('{subject}')", ValidationError
+        )
+    return subject, relation, obj
+
+
+def _place(ctx: _Ctx, form: SList) -> o.Op:
+    usage = "(place ID first|last|(before ID2)|(after ID2))"
+    if len(form.items) != 3:
+        raise ctx.error(form.pos, f"expected {usage}")
+    fid = _frame_id(ctx, form.items[1])
+    where = form.items[2]
+    if isinstance(where, Atom) and where.text in ("first", "last"):
+        return o.Place(fid, "first" if where.text == "first" else "last", None, form.pos)
+    if isinstance(where, SList) and where.head in ("before", "after") and len(where.items) == 2:
+        anchor = _frame_id(ctx, where.items[1])
+        if anchor == fid:
+            raise ctx.error(where.pos, f"cannot place '{fid}' relative to itself", ValidationError)
+        return o.Place(fid, "before" if where.head == "before" else "after", anchor, form.pos)
+    raise ctx.error(where.pos, f"expected {usage}")
+
+
+def _one_checkpoint(ctx: _Ctx, form: SList) -> str:
+    if len(form.items) != 2:
+        raise ctx.error(form.pos, f"({ctx.op} NAME) takes exactly one checkpoint name")
+    return _frame_id(ctx, form.items[1], "a checkpoint name")
+
+
+_OPS: dict[str, Callable[[_Ctx, SList], o.Op]] = {
+    "create": _create,
+    "derive": _derive,
+    "revise": _revise,
+    "retire": lambda c, f: o.Retire(_targets(c, f), f.pos),
+    "restore": lambda c, f: o.Restore(_targets(c, f), f.pos),
+    "protect": lambda c, f: o.Protect(_targets(c, f), f.pos),
+    "unprotect": lambda c, f: o.Unprotect(_targets(c, f), f.pos),
+    "relate": lambda c, f: o.Relate(*_edge(c, f), f.pos),
+    "unrelate": lambda c, f: o.Unrelate(*_edge(c, f), f.pos),
+    "place": _place,
+    "checkpoint": lambda c, f: o.Checkpoint(_one_checkpoint(c, f), f.pos),
+    "rollback": lambda c, f: o.Rollback(_one_checkpoint(c, f), f.pos),
+    "drop-checkpoint": lambda c, f: o.DropCheckpoint(_ids(c, f, "checkpoint"), f.pos),
+    "retire-session": lambda c, f: o.RetireSession(_ids(c, f, "session"), f.pos),
+    "restore-session": lambda c, f: o.RestoreSession(_ids(c, f, "session"), f.pos),
+}
+assert tuple(_OPS) == o.OP_NAMES
+
+
+def _header(ctx: _Ctx, items: tuple[SExpr, ...]) -> tuple[int, str | None, int]:
+    """Parse (base-version N) and optional (reason "..."); return them and the first op index."""
+    base: int | None = None
+    reason: str | None = None
+    i = 1
+    while i < len(items):
+        node = items[i]
+        head = node.head if isinstance(node, SList) else None
+        if head not in ("base-version", "reason"):
+            break
+        assert isinstance(node, SList)
+        if len(node.items) != 2:
+            raise ctx.error(node.pos, f"({head} ...) takes exactly one value")
+        value = node.items[1]
+        if head == "base-version":
+            if base is not None:
+                raise ctx.error(node.pos, "base-version is given twice")
+            text = value.text if isinstance(value, Atom) else ""
+            if not text.isdigit() or len(text) > 18 or int(text) > _MAX_BASE_VERSION:
+                raise ctx.error(value.pos, "base-version must be a non-negative integer")
+            base = int(text)
+        else:
+            if reason is not None:
+                raise ctx.error(node.pos, "reason is given twice")
+            if not isinstance(value, Str) or not value.value.strip():
+                raise ctx.error(value.pos, 'reason must be a non-empty string: (reason "why")')
+            reason = value.value
+        i += 1
+    if base is None:
+        raise ctx.error(items[0].pos, "missing (base-version N): state the mind version you read")
+    return base, reason, i
+
+
+def parse_tx(text: str) -> o.Tx:
+    """Parse ``(context-tx (base-version N) [(reason "...")] OP...)``.
+
+    Raises :class:`ParseError` for malformed text and :class:`ValidationError` for rule breaks
+    that the text alone shows (missing reason, duplicate targets, nested operations).
+    """
+    ctx = _Ctx(text)
+    form = read_one(text)
+    if not isinstance(form, SList) or form.head != "context-tx":
+        raise ctx.error(form.pos, "expected (context-tx (base-version N) OP...)")
+    base, reason, first = _header(ctx, form.items)
+    ops: list[o.Op] = []
+    for index, node in enumerate(form.items[first:]):
+        ctx.index = index
+        ctx.op = None
+        if not isinstance(node, SList) or node.head is None:
+            raise ctx.error(node.pos, f"expected an operation, found {_describe(node)}")
+        name = node.head
+        handler = _OPS.get(name)
+        if handler is None:
+            hint = (
+                " (base-version and reason go before the operations)"
+                if name
+                in (
+                    "base-version",
+                    "reason",
+                )
+                else f"; known operations: {', '.join(o.OP_NAMES)}"
+            )
+            ctx.op = name
+            raise ctx.error(node.pos, f"unknown operation '{name}'{hint}")
+        ctx.op = name
+        ops.append(handler(ctx, node))
+    if not ops:
+        raise ctx.error(form.pos, "a context-tx needs at least one operation")
+    if reason is None:
+        for index, op in enumerate(ops):
+            if op.name in o.REASON_REQUIRED:
+                ctx.op, ctx.index = op.name, index
+                raise ctx.error(
+                    op.pos,
+                    f'{op.name} requires a reason: add (reason "why") after (base-version N)',
+                    ValidationError,
+                )
+    return o.Tx(base, reason, tuple(ops), text)
+
+
+# ---------------------------------------------------------------- printing
+
+
+def _op_text(op: o.Op) -> str:
+    if isinstance(op, o.Create):
+        return f"(create {op.id} {op.body_text})"
+    if isinstance(op, o.Derive):
+        return f"(derive {op.id} (from {' '.join(op.sources)}) {op.body_text})"
+    if isinstance(op, o.Revise):
+        src = f" (from {' '.join(op.sources)})" if op.sources is not None else ""
+        return f"(revise {op.id}{src} {op.body_text})"
+    if isinstance(op, o.Retire | o.Restore | o.Protect | o.Unprotect):
+        return f"({op.name} {' '.join(op.targets)})"
+    if isinstance(op, o.Relate | o.Unrelate):
+        return f"({op.name} {op.subject} {op.relation} {op.object})"
+    if isinstance(op, o.Place):
+        where = op.where if op.anchor is None else f"({op.where} {op.anchor})"
+        return f"(place {op.id} {where})"
+    if isinstance(op, o.Checkpoint | o.Rollback):
+        return f"({op.name} {op.checkpoint})"
+    if isinstance(op, o.DropCheckpoint):
+        return f"(drop-checkpoint {' '.join(op.checkpoints)})"
+    return f"({op.name} {' '.join(op.sessions)})"
+
+
+def op_text(op: o.Op) -> str:
+    """Canonical text of one operation."""
+    return _op_text(op)
+
+
+def print_tx(tx: o.Tx, *, pretty: bool = False) -> str:
+    """Canonical text of ``tx`` (one line), or one operation per line when ``pretty``."""
+    parts = [f"(base-version {tx.base_version})"]
+    if tx.reason is not None:
+        parts.append(f"(reason {quote(tx.reason)})")
+    parts.extend(_op_text(op) for op in tx.ops)
+    if pretty:
+        return "(context-tx\n  " + "\n  ".join(parts) + ")"
+    return "(context-tx " + " ".join(parts) + ")"
