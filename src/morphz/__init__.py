@@ -26,7 +26,7 @@ from morphz.errors import (
 )
 from morphz.events import Event
 from morphz.results import AuditReport, Mind, Receipt, Status
-from morphz.txlang import parse_tx, print_tx
+from morphz.txlang import parse_tx, print_tx, read_tx
 
 __version__ = "0.1.0"
 
@@ -58,4 +58,5 @@ __all__ = [
     "open",
     "parse_tx",
     "print_tx",
+    "read_tx",
 ]

@@ -11,7 +11,7 @@ from morphz.mind import Changes, Env, MindState, apply_tx, ensure_session, final
 from morphz.mind.state import ObsState
 from morphz.results import AuditReport
 from morphz.store.base import ReadTxn, Store
-from morphz.txlang import parse_tx
+from morphz.txlang import read_tx
 
 MAX_DIFFERENCES = 100
 
@@ -46,7 +46,7 @@ def replay_event(state: MindState, event: ev.Event, out: _Report) -> None:
         state.apply(changes, commit=False)
     elif kind == ev.TX_COMMITTED:
         try:
-            tx_changes = apply_tx(state, parse_tx(event.text or ""), Env(event.session_id))
+            tx_changes = apply_tx(state, read_tx(event.text or ""), Env(event.session_id))
         except TxError as exc:
             out.add(f"{event.ref}: the committed tx no longer applies on replay: {exc}")
             tx_changes = Changes()

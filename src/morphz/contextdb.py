@@ -39,7 +39,7 @@ from morphz.mind.state import ObsState
 from morphz.results import AuditReport, FrameView, Mind, ObservationView, Receipt, Status
 from morphz.store.base import ActivationRow, SessionRow, Store, WriteTxn
 from morphz.store.sqlite import SqliteStore
-from morphz.txlang import parse_tx, print_tx
+from morphz.txlang import print_tx, read_tx
 
 DEFAULT_SESSION = "default"
 DEFAULT_CONTEXT = "context-default"
@@ -459,7 +459,7 @@ class Context:
         if not isinstance(text, str):
             raise InputError("a context transaction is text: (context-tx (base-version N) OP...)")
         _check_id(session, "session id")
-        tx = parse_tx(text)
+        tx = read_tx(text)
         boundaries = tx_boundaries(tx)
         canonical = print_tx(tx)
         recorded = self.db.timestamp()

@@ -3,6 +3,7 @@
 from morphz.txlang.ops import OP_NAMES, Op, Tx
 from morphz.txlang.parse import op_text, parse_tx, print_tx
 from morphz.txlang.sexpr import Atom, SExpr, SList, Str, line_col, read, read_one, to_text
+from morphz.txlang.validate import check_tx, read_tx
 
 __all__ = [
     "OP_NAMES",
@@ -12,11 +13,13 @@ __all__ = [
     "SList",
     "Str",
     "Tx",
+    "check_tx",
     "line_col",
     "op_text",
     "parse_tx",
     "print_tx",
     "read",
     "read_one",
+    "read_tx",
     "to_text",
 ]

@@ -1,17 +1,17 @@
 """Parse context-tx text into a :class:`~morphz.txlang.ops.Tx`, and print it back canonically.
 
-Only the shape of the text is checked here: the envelope, known operations, argument forms, id
-syntax and the reason rule. Whether a frame exists or may be retired is the mind layer's call.
-Every refusal is a :class:`~morphz.errors.ParseError` (malformed text or arguments) or a
-:class:`~morphz.errors.ValidationError` (well-formed but breaking a rule, e.g. a missing reason),
-with the operation and its line and column.
+Only the shape of the text is checked here: the envelope, known operations, argument forms and
+id syntax. Every refusal is a :class:`~morphz.errors.ParseError` with the operation and its line
+and column. The rules a well-formed text can still break (a missing reason, a duplicate target,
+an operation nested in a body) are :mod:`morphz.txlang.validate`'s; whether a frame exists or may
+be retired is the mind layer's call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from morphz.errors import ParseError, TxError, ValidationError
+from morphz.errors import ParseError
 from morphz.ids import describe_id_rules, is_id, is_ref
 from morphz.txlang import ops as o
 from morphz.txlang.sexpr import Atom, SExpr, SList, Str, line_col, quote, read_one, to_text_seq
@@ -29,9 +29,9 @@ class _Ctx:
         self.op: str | None = None
         self.index: int | None = None
 
-    def error(self, node_pos: int, message: str, cls: type[TxError] = ParseError) -> TxError:
+    def error(self, node_pos: int, message: str) -> ParseError:
         line, column = line_col(self.text, node_pos)
-        return cls(message, op=self.op, op_index=self.index, line=line, column=column)
+        return ParseError(message, op=self.op, op_index=self.index, line=line, column=column)
 
 
 def _atom(ctx: _Ctx, node: SExpr, what: str) -> str:
@@ -64,28 +64,22 @@ def _target(ctx: _Ctx, node: SExpr) -> str:
     )
 
 
-def _distinct(
+def _each(
     ctx: _Ctx, nodes: tuple[SExpr, ...], parse: Callable[[_Ctx, SExpr], str]
 ) -> tuple[str, ...]:
-    seen: list[str] = []
-    for node in nodes:
-        value = parse(ctx, node)
-        if value in seen:
-            raise ctx.error(node.pos, f"'{value}' is listed twice", ValidationError)
-        seen.append(value)
-    return tuple(seen)
+    return tuple(parse(ctx, node) for node in nodes)
 
 
 def _targets(ctx: _Ctx, form: SList) -> tuple[str, ...]:
     if len(form.items) < 2:
         raise ctx.error(form.pos, f"({ctx.op} TARGET...) needs at least one target")
-    return _distinct(ctx, form.items[1:], _target)
+    return _each(ctx, form.items[1:], _target)
 
 
 def _ids(ctx: _Ctx, form: SList, what: str) -> tuple[str, ...]:
     if len(form.items) < 2:
         raise ctx.error(form.pos, f"({ctx.op} {what.upper()}...) needs at least one {what}")
-    return _distinct(ctx, form.items[1:], lambda c, n: _frame_id(c, n, f"a {what} id"))
+    return _each(ctx, form.items[1:], lambda c, n: _frame_id(c, n, f"a {what} id"))
 
 
 def _check_body(ctx: _Ctx, body: tuple[SExpr, ...], form: SList) -> None:
@@ -96,19 +90,6 @@ def _check_body(ctx: _Ctx, body: tuple[SExpr, ...], form: SList) -> None:
             raise ctx.error(
                 item.pos, "(from ...) is only allowed right after the frame id of derive or revise"
             )
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, SList):
-            head = node.head
-            if head in _OPS or head == "context-tx":
-                raise ctx.error(
-                    node.pos,
-                    f"operation '{head}' nested inside a body: operations go at the top level "
-                    "of the context-tx",
-                    ValidationError,
-                )
-            stack.extend(node.items)
 
 
 def _from_clause(ctx: _Ctx, node: SExpr) -> tuple[str, ...] | None:
@@ -116,7 +97,7 @@ def _from_clause(ctx: _Ctx, node: SExpr) -> tuple[str, ...] | None:
         return None
     if len(node.items) < 2:
         raise ctx.error(node.pos, "(from SRC...) needs at least one source frame or event ref")
-    return _distinct(ctx, node.items[1:], _target)
+    return _each(ctx, node.items[1:], _target)
 
 
 def _create(ctx: _Ctx, form: SList) -> o.Op:
@@ -141,8 +122,6 @@ def _derive(ctx: _Ctx, form: SList) -> o.Op:
     sources = _from_clause(ctx, form.items[2])
     if sources is None:
         raise ctx.error(form.items[2].pos, "derive needs (from SRC...) right after the frame id")
-    if fid in sources:
-        raise ctx.error(form.items[2].pos, f"frame '{fid}' cannot cite itself", ValidationError)
     body = form.items[3:]
     _check_body(ctx, body, form)
     return o.Derive(fid, sources, body, to_text_seq(body), form.pos)
@@ -154,8 +133,6 @@ def _revise(ctx: _Ctx, form: SList) -> o.Op:
     fid = _frame_id(ctx, form.items[1])
     sources = _from_clause(ctx, form.items[2])
     body = form.items[3:] if sources is not None else form.items[2:]
-    if sources is not None and fid in sources:
-        raise ctx.error(form.items[2].pos, f"frame '{fid}' cannot cite itself", ValidationError)
     _check_body(ctx, body, form)
     return o.Revise(fid, sources, body, to_text_seq(body), form.pos)
 
@@ -166,10 +143,6 @@ def _edge(ctx: _Ctx, form: SList) -> tuple[str, str, str]:
     subject = _frame_id(ctx, form.items[1], "the subject frame id")
     relation = _frame_id(ctx, form.items[2], "a relation name")
     obj = _frame_id(ctx, form.items[3], "the object frame id")
-    if subject == obj:
-        raise ctx.error(
-            form.pos, f"a frame cannot be related to itself ('{subject}')", ValidationError
-        )
     return subject, relation, obj
 
 
@@ -183,8 +156,6 @@ def _place(ctx: _Ctx, form: SList) -> o.Op:
         return o.Place(fid, "first" if where.text == "first" else "last", None, form.pos)
     if isinstance(where, SList) and where.head in ("before", "after") and len(where.items) == 2:
         anchor = _frame_id(ctx, where.items[1])
-        if anchor == fid:
-            raise ctx.error(where.pos, f"cannot place '{fid}' relative to itself", ValidationError)
         return o.Place(fid, "before" if where.head == "before" else "after", anchor, form.pos)
     raise ctx.error(where.pos, f"expected {usage}")
 
@@ -251,8 +222,8 @@ def _header(ctx: _Ctx, items: tuple[SExpr, ...]) -> tuple[int, str | None, int]:
 def parse_tx(text: str) -> o.Tx:
     """Parse ``(context-tx (base-version N) [(reason "...")] OP...)``.
 
-    Raises :class:`ParseError` for malformed text and :class:`ValidationError` for rule breaks
-    that the text alone shows (missing reason, duplicate targets, nested operations).
+    Raises only :class:`ParseError`. Use :func:`morphz.txlang.read_tx` to also check the rules
+    of :mod:`morphz.txlang.validate`.
     """
     ctx = _Ctx(text)
     form = read_one(text)
@@ -268,13 +239,10 @@ def parse_tx(text: str) -> o.Tx:
         name = node.head
         handler = _OPS.get(name)
         if handler is None:
+            header = name in ("base-version", "reason")
             hint = (
                 " (base-version and reason go before the operations)"
-                if name
-                in (
-                    "base-version",
-                    "reason",
-                )
+                if header
                 else f"; known operations: {', '.join(o.OP_NAMES)}"
             )
             ctx.op = name
@@ -283,15 +251,6 @@ def parse_tx(text: str) -> o.Tx:
         ops.append(handler(ctx, node))
     if not ops:
         raise ctx.error(form.pos, "a context-tx needs at least one operation")
-    if reason is None:
-        for index, op in enumerate(ops):
-            if op.name in o.REASON_REQUIRED:
-                ctx.op, ctx.index = op.name, index
-                raise ctx.error(
-                    op.pos,
-                    f'{op.name} requires a reason: add (reason "why") after (base-version N)',
-                    ValidationError,
-                )
     return o.Tx(base, reason, tuple(ops), text)
 
 
