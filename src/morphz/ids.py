@@ -13,14 +13,13 @@ import re
 
 MAX_ID_LENGTH = 256
 
-_ID_RE = re.compile(r"[\w.:/-]{1,256}")
-_DIGITS_RE = re.compile(r"\d+")
+_ID_RE = re.compile(r"(?!\d+\Z)[\w.:/-]{1,256}")
 _REF_RE = re.compile(r"@e([1-9][0-9]{0,17})")
 
 
 def is_id(text: str) -> bool:
     """True when ``text`` is a valid frame/checkpoint/session/context id."""
-    return _ID_RE.fullmatch(text) is not None and _DIGITS_RE.fullmatch(text) is None
+    return _ID_RE.fullmatch(text) is not None
 
 
 def is_ref(text: str) -> bool:

@@ -57,13 +57,16 @@ class Str:
 
 
 class SList:
-    """A parenthesised list of S-expressions."""
+    """A parenthesised list of S-expressions. ``head`` is the text of the first item when it is
+    an atom (an operation name, say), else None."""
 
-    __slots__ = ("items", "pos")
+    __slots__ = ("head", "items", "pos")
 
     def __init__(self, items: tuple[SExpr, ...], pos: int = 0) -> None:
         self.items = items
         self.pos = pos
+        first = items[0] if items else None
+        self.head: str | None = first.text if type(first) is Atom else None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SList) and other.items == self.items
@@ -73,13 +76,6 @@ class SList:
 
     def __repr__(self) -> str:
         return f"SList({list(self.items)!r})"
-
-    @property
-    def head(self) -> str | None:
-        """The text of the first item when it is an atom (the operation name), else None."""
-        if self.items and isinstance(self.items[0], Atom):
-            return self.items[0].text
-        return None
 
 
 SExpr = Atom | Str | SList

@@ -11,6 +11,8 @@ line and column of the offending node.
 
 from __future__ import annotations
 
+import re
+
 from morphz.errors import ValidationError
 from morphz.txlang import ops as o
 from morphz.txlang.parse import parse_tx
@@ -45,7 +47,12 @@ def _self_reference(op: o.Op) -> str | None:
     return None
 
 
-def _nested_op(body: tuple[SExpr, ...]) -> SList | None:
+_MAYBE_OP = re.compile(r"\((?:context-tx|" + "|".join(map(re.escape, o.OP_NAMES)) + r")[\s)]")
+
+
+def _nested_op(body: tuple[SExpr, ...], body_text: str) -> SList | None:
+    if _MAYBE_OP.search(body_text) is None:  # fast path: no "(op " anywhere in the text
+        return None
     for item in body:
         for node in walk(item):
             if isinstance(node, SList) and (node.head in o.OP_NAMES or node.head == "context-tx"):
@@ -71,7 +78,7 @@ def check_tx(tx: o.Tx) -> o.Tx:
         if problem is not None:
             raise _fail(tx, index, op.pos, problem)
         if isinstance(op, o.Create | o.Derive | o.Revise):
-            nested = _nested_op(op.body)
+            nested = _nested_op(op.body, op.body_text)
             if nested is not None:
                 raise _fail(
                     tx,

@@ -45,7 +45,6 @@ CREATE TABLE frames (
     PRIMARY KEY (context_id, frame_id)
 ) WITHOUT ROWID;
 CREATE INDEX frames_retiring ON frames (context_id, deadline) WHERE lifecycle = 'retiring';
-CREATE INDEX frames_order ON frames (context_id, pos);
 
 CREATE TABLE relations (
     context_id TEXT NOT NULL,

@@ -1,0 +1,443 @@
+"""Morphz core benchmarks: commit latency and throughput, commit cost against mind size, and
+audit replay throughput and memory, each beside a raw-SQLite baseline measured in the same run.
+
+    .venv/bin/python benchmarks/core_bench.py [--quick] [--out FILE]
+
+Prints one JSON document to stdout (progress goes to stderr). See docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import morphz
+
+FULL = {
+    "samples": 5000,
+    "warmup": 500,
+    "size_samples": 1000,
+    "size_warmup": 200,
+    "sizes": [100, 10_000, 100_000],
+    "audit_commits": 100_000,
+    "build_batch": 500,
+}
+QUICK = {**FULL, "samples": 500, "warmup": 100, "size_samples": 200, "size_warmup": 50}
+QUICK.update(sizes=[100, 1_000, 10_000], audit_commits=10_000)
+
+# Rows one 3-op commit writes (src/morphz/store/sqlite_txn.py), used when the trace count fails:
+# 1 event insert, 2 frame writes (new frame insert, old frame update as INSERT OR REPLACE),
+# 1 relation insert, 4 boundary_versions upserts (content:new, life:new, life:old, the edge),
+# 1 contexts row update, 1 sessions row update (touch). The 6 SELECTs it also runs are not counted.
+ROWS_PER_COMMIT = 10
+RAW_PAYLOAD = "x" * 100  # about 1 KB per transaction, like the rows of one commit
+CONTEXT = "bench"
+
+
+def log(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def pct_ms(samples_ns: list[int], q: float) -> float:
+    """The q-quantile (nearest rank) of nanosecond samples, in milliseconds."""
+    ordered = sorted(samples_ns)
+    return ordered[round(q * (len(ordered) - 1))] / 1e6
+
+
+def per_second(samples_ns: list[int]) -> float:
+    return len(samples_ns) / (sum(samples_ns) / 1e9)
+
+
+def result(
+    metric: str, value: float, unit: str, baseline: float, *, target: str, met: bool, **extra: Any
+) -> dict[str, Any]:
+    """One measurement beside its baseline; ``ratio`` is value / baseline."""
+    ratio = value / baseline if baseline else None
+    return {
+        "metric": metric,
+        "value": round(value, 4),
+        "unit": unit,
+        "baseline": round(baseline, 4),
+        "ratio": round(ratio, 3) if ratio is not None else None,
+        "target": target,
+        "met": bool(met),
+        **extra,
+    }
+
+
+# ------------------------------------------------------------ Morphz side
+
+
+def build_mind(ctx: morphz.Context, frames: int, batch: int) -> int:
+    """Create ``frames`` frames through public commits of ``batch`` creates each."""
+    version = ctx.version
+    for start in range(0, frames, batch):
+        ops = " ".join(
+            f"(create m/{i} (note {i} (seed frame)))"
+            for i in range(start, min(frames, start + batch))
+        )
+        version = ctx.commit(f"(context-tx (base-version {version}) {ops})").after_version
+    return version
+
+
+class Chain:
+    """The benchmarked 3-op tx, in a chain: derive c/N from a fresh observation and the previous
+    frame, relate c/N supersedes it, retire it (the supersede fast path retires it at once)."""
+
+    def __init__(self, ctx: morphz.Context, version: int, prev: str) -> None:
+        self.ctx, self.version, self.prev, self.n = ctx, version, prev, 0
+
+    def prepare(self) -> tuple[str, int]:
+        """Append the observation the tx cites; return the tx text and the append time (ns)."""
+        start = time.perf_counter_ns()
+        event = self.ctx.observe("tool_result", f"probe {self.n}: region cn-shanghai, replicas 3")
+        elapsed = time.perf_counter_ns() - start
+        new, old = f"c/{self.n}", self.prev
+        text = (
+            f'(context-tx (base-version {self.version}) (reason "newer evidence from {event.ref}") '
+            f"(derive {new} (from {event.ref} {old}) (fact (region cn-shanghai) (replicas 3))) "
+            f"(relate {new} supersedes {old}) (retire {old}))"
+        )
+        return text, elapsed
+
+    def commit(self, text: str) -> int:
+        """Commit ``text``; return the commit call's time in ns."""
+        start = time.perf_counter_ns()
+        receipt = self.ctx.commit(text)
+        elapsed = time.perf_counter_ns() - start
+        self.version, self.prev, self.n = receipt.after_version, f"c/{self.n}", self.n + 1
+        return elapsed
+
+
+def run_chain(chain: Chain, warmup: int, samples: int) -> tuple[list[int], list[int]]:
+    """Warm up, then time ``samples`` commits; returns (commit ns, observation append ns)."""
+    commits: list[int] = []
+    appends: list[int] = []
+    for i in range(warmup + samples):
+        text, append_ns = chain.prepare()
+        commit_ns = chain.commit(text)
+        if i >= warmup:
+            commits.append(commit_ns)
+            appends.append(append_ns)
+    return commits, appends
+
+
+def open_mind(path: Path, frames: int, batch: int) -> tuple[morphz.Database, Chain, float]:
+    """A store with one context holding ``frames`` frames; returns (db, chain, build seconds)."""
+    start = time.perf_counter()
+    db = morphz.open(path, synchronous="NORMAL")
+    ctx = db.context(CONTEXT, create=True)
+    version = build_mind(ctx, frames, batch)
+    return db, Chain(ctx, version, f"m/{frames - 1}"), time.perf_counter() - start
+
+
+def count_writes(db: morphz.Database, chain: Chain) -> int:
+    """Row-writing statements of one commit, counted with a SQLite trace on the writer."""
+    conn = getattr(db.store, "_writer", None)
+    if not isinstance(conn, sqlite3.Connection):
+        return ROWS_PER_COMMIT
+    text, _ = chain.prepare()
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        chain.commit(text)
+    finally:
+        conn.set_trace_callback(None)
+    verbs = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+    return sum(1 for s in statements if s.lstrip().upper().startswith(verbs))
+
+
+# ------------------------------------------------------------ raw SQLite baselines
+
+
+def raw_connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+class RawBaseline:
+    """BEGIN IMMEDIATE; ``rows`` single-row INSERTs; COMMIT, on a file DB with our pragmas."""
+
+    def __init__(self, path: Path, rows: int, prefill: int = 0) -> None:
+        self.conn = raw_connect(path)
+        self.rows, self.n = rows, 0
+        self.conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT NOT NULL, v TEXT)")
+        self.conn.execute("BEGIN")
+        self.conn.executemany(
+            "INSERT INTO t (k, v) VALUES (?, ?)", ((f"p/{i}", RAW_PAYLOAD) for i in range(prefill))
+        )
+        self.conn.execute("COMMIT")
+
+    def tx(self) -> int:
+        conn, self.n = self.conn, self.n + 1
+        start = time.perf_counter_ns()
+        conn.execute("BEGIN IMMEDIATE")
+        for j in range(self.rows):
+            conn.execute("INSERT INTO t (k, v) VALUES (?, ?)", (f"r/{self.n}/{j}", RAW_PAYLOAD))
+        conn.execute("COMMIT")
+        return time.perf_counter_ns() - start
+
+
+def run_raw(tx: Callable[[], int], warmup: int, samples: int) -> list[int]:
+    for _ in range(warmup):
+        tx()
+    return [tx() for _ in range(samples)]
+
+
+# ------------------------------------------------------------ the three benchmarks
+
+
+def bench_commit(tmp: Path, cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    log(f"1/3 commit: {cfg['samples']} samples after {cfg['warmup']} warm-up, mind of 100 frames")
+    db, chain, _ = open_mind(tmp / "commit.db", 100, cfg["build_batch"])
+    rows = count_writes(db, chain)
+    commits, appends = run_chain(chain, cfg["warmup"], cfg["samples"])
+    db.close()
+    raw = run_raw(RawBaseline(tmp / "raw.db", rows).tx, cfg["warmup"], cfg["samples"])
+    p50, base50 = pct_ms(commits, 0.5), pct_ms(raw, 0.5)
+    rate, raw_rate = per_second(commits), per_second(raw)
+    n = len(commits)
+    results = [
+        result(
+            "commit_p50_latency",
+            p50,
+            "ms",
+            base50,
+            target="ratio <= 3 (p50 vs raw-SQLite p50)",
+            met=p50 / base50 <= 3,
+            p95=round(pct_ms(commits, 0.95), 4),
+            baseline_p95=round(pct_ms(raw, 0.95), 4),
+            n=n,
+            baseline_rows=rows,
+        ),
+        result(
+            "commit_throughput",
+            rate,
+            "tx/s",
+            raw_rate,
+            target=">= 2000 tx/s single writer",
+            met=rate >= 2000,
+            n=n,
+            baseline_rows=rows,
+        ),
+    ]
+    details = {
+        "rows_written_per_commit": rows,
+        "observe_p50_ms": round(pct_ms(appends, 0.5), 4),
+        "observe_p95_ms": round(pct_ms(appends, 0.95), 4),
+        "commit_mean_ms": round(statistics.fmean(commits) / 1e6, 4),
+        "commit_max_ms": round(max(commits) / 1e6, 4),
+        "baseline_mean_ms": round(statistics.fmean(raw) / 1e6, 4),
+        "observe_plus_commit_per_s": round(len(commits) / ((sum(commits) + sum(appends)) / 1e9), 1),
+    }
+    return results, details
+
+
+def bench_sizes(tmp: Path, cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    sizes, warmup, samples = cfg["sizes"], cfg["size_warmup"], cfg["size_samples"]
+    p50: dict[int, float] = {}
+    raw50: dict[int, float] = {}
+    details: dict[str, Any] = {}
+    for size in sizes:
+        log(f"2/3 mind of {size} frames: building, then {samples} commits")
+        db, chain, build_s = open_mind(tmp / f"size-{size}.db", size, cfg["build_batch"])
+        rows = count_writes(db, chain)
+        commits, _ = run_chain(chain, warmup, samples)
+        db.close()
+        baseline = RawBaseline(tmp / f"raw-{size}.db", rows, prefill=size)
+        raw = run_raw(baseline.tx, warmup, samples)
+        p50[size], raw50[size] = pct_ms(commits, 0.5), pct_ms(raw, 0.5)
+        details[f"frames_{size}"] = {
+            "build_seconds": round(build_s, 2),
+            "rows_written_per_commit": rows,
+            "frames_at_end": size + warmup + samples + 1,
+            "p95_ms": round(pct_ms(commits, 0.95), 4),
+            "baseline_p95_ms": round(pct_ms(raw, 0.95), 4),
+        }
+    small, large = sizes[0], sizes[-1]
+    results = [
+        result(
+            f"commit_p50_latency_{size}_frames",
+            p50[size],
+            "ms",
+            raw50[size],
+            target=f"<= 1.3 x p50 at {small} frames",
+            met=p50[size] <= 1.3 * p50[small],
+            n=samples,
+        )
+        for size in sizes
+    ]
+    growth, raw_growth = p50[large] / p50[small], raw50[large] / raw50[small]
+    results.append(
+        result(
+            f"commit_p50_growth_{large}_vs_{small}_frames",
+            growth,
+            "x",
+            raw_growth,
+            target="<= 1.3",
+            met=growth <= 1.3,
+            n=samples,
+        )
+    )
+    return results, details
+
+
+AUDIT_CHILD = """
+import json, resource, sys, time
+import morphz
+def rss_kb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+db = morphz.open(sys.argv[1])
+ctx = db.context(sys.argv[2])
+baseline_kb = rss_kb()
+start = time.perf_counter_ns()
+report = ctx.audit()
+seconds = (time.perf_counter_ns() - start) / 1e9
+print(json.dumps({"seconds": seconds, "commits": report.commits, "events": report.events,
+                  "ok": report.ok, "baseline_kb": baseline_kb, "peak_kb": rss_kb()}))
+"""
+
+
+def build_history(path: Path, commits: int) -> float:
+    """A context of ``commits`` commits: one seed create, then 3-op chain commits, each citing
+    the observation appended just before it. Returns build seconds."""
+    start = time.perf_counter()
+    db, chain, _ = open_mind(path, 1, 1)
+    for i in range(commits - 1):
+        chain.commit(chain.prepare()[0])
+        if (i + 1) % 10_000 == 0:
+            log(f"    {i + 1} commits")
+    db.close()
+    return time.perf_counter() - start
+
+
+def raw_scan_seconds(path: Path) -> float:
+    """Seconds for raw sqlite3 to read every event row of the context, in seq order."""
+    conn = sqlite3.connect(path)
+    start = time.perf_counter()
+    cursor = conn.execute("SELECT * FROM events WHERE context_id = ? ORDER BY seq", (CONTEXT,))
+    while cursor.fetchmany(1000):
+        pass
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return elapsed
+
+
+def bench_audit(tmp: Path, cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    path, commits = tmp / "audit.db", cfg["audit_commits"]
+    log(f"3/3 audit: building a context of {commits} commits")
+    build_s = build_history(path, commits)
+    log("    replaying it in a fresh child process")
+    command = [sys.executable, "-c", AUDIT_CHILD, str(path), CONTEXT]
+    child = subprocess.run(command, capture_output=True, text=True, check=True)
+    out = json.loads(child.stdout)
+    children_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    rate = out["commits"] / out["seconds"]
+    raw_rate = out["commits"] / raw_scan_seconds(path)
+    peak_mb, base_mb = out["peak_kb"] / 1024, out["baseline_kb"] / 1024
+    results = [
+        result(
+            "audit_replay_throughput",
+            rate,
+            "tx/s",
+            raw_rate,
+            target=">= 20000 tx/s",
+            met=rate >= 20_000,
+            commits=out["commits"],
+            events=out["events"],
+            seconds=round(out["seconds"], 3),
+            audit_ok=out["ok"],
+        ),
+        result(
+            "audit_peak_rss",
+            peak_mb,
+            "MB",
+            base_mb,
+            target="< 300 MB",
+            met=peak_mb < 300,
+            commits=out["commits"],
+        ),
+    ]
+    details = {
+        "build_seconds": round(build_s, 1),
+        "events_per_second": round(out["events"] / out["seconds"], 1),
+        "db_file_mb": round(path.stat().st_size / 2**20, 1),
+        "rusage_children_maxrss_mb": round(children_kb / 1024, 1),
+    }
+    return results, details
+
+
+# ------------------------------------------------------------ driver
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "morphz": getattr(morphz, "__version__", "unknown"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--out", type=Path, help="also write the JSON document to this file")
+    args = parser.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    started = time.perf_counter()
+    doc: dict[str, Any] = {
+        "benchmark": "morphz-core",
+        "mode": "quick" if args.quick else "full",
+        "machine": machine(),
+        "config": {**cfg, "synchronous": "NORMAL", "journal_mode": "WAL"},
+        "results": [],
+        "details": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="morphz-bench-") as folder:
+        tmp = Path(folder)
+        for name, bench in (
+            ("commit", bench_commit),
+            ("sizes", bench_sizes),
+            ("audit", bench_audit),
+        ):
+            results, details = bench(tmp, cfg)
+            doc["results"].extend(results)
+            doc["details"][name] = details
+    doc["seconds"] = round(time.perf_counter() - started, 1)
+    doc["all_met"] = all(r["met"] for r in doc["results"])
+    text = json.dumps(doc, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    log(f"done in {doc['seconds']} s; all targets met: {doc['all_met']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""The ``morphz`` command line: a thin layer that parses input, calls the library and prints.
+
+Every MorphzError is mapped to output in one place, :meth:`MorphzGroup.invoke`: with
+``--format=json`` the error object ``{"ok": false, "error": {...}}`` goes to stdout, with
+``--format=text`` a readable message goes to stderr; the exit status is 1 either way. Usage
+errors stay click's (exit status 2). The reference is docs/cli.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn, TextIO, TypeVar
+
+import click
+
+import morphz
+from morphz import demo as demo_module
+from morphz.contextdb import DEFAULT_CONTEXT, DEFAULT_SESSION
+from morphz.interfaces import render
+from morphz.mind import OBSERVATION_KINDS
+
+DB_ENV = "MORPHZ_DB"
+DEFAULT_DB = "~/.morphz/morphz.db"
+FORMAT_KEY = "morphz.format"
+FORMATS = ("json", "text")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class MorphzGroup(click.Group):
+    """The root group; the one place where a MorphzError becomes output and exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except morphz.MorphzError as exc:
+            report_error(exc, ctx.meta.get(FORMAT_KEY, "text"))
+            ctx.exit(1)
+
+
+def report_error(exc: morphz.MorphzError, fmt: str) -> None:
+    if fmt == "json":
+        click.echo(_json({"ok": False, "error": exc.to_dict()}))
+    else:
+        click.echo(render.error(exc), err=True)
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def emit(fmt: str, data: Any, text: Callable[[], str]) -> None:
+    """Print ``data`` as JSON, or the text ``text()`` renders."""
+    click.echo(_json(data) if fmt == "json" else text())
+
+
+def fail() -> NoReturn:
+    """Exit with status 1 after the command printed why (not an error: e.g. a failed audit)."""
+    raise click.exceptions.Exit(1)
+
+
+# ------------------------------------------------------------------ shared options
+
+
+def _remember_format(ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    ctx.meta[FORMAT_KEY] = value
+    return value
+
+
+def db_option(f: F) -> F:
+    return click.option(
+        "--db",
+        "db_path",
+        envvar=DB_ENV,
+        show_envvar=True,
+        default=DEFAULT_DB,
+        show_default=True,
+        metavar="PATH",
+        help="The store: a SQLite file path (created when missing).",
+    )(f)
+
+
+def format_option(f: F) -> F:
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default="text",
+        show_default=True,
+        callback=_remember_format,
+        help="Output format.",
+    )(f)
+
+
+def context_argument(f: F) -> F:
+    return click.argument("context_id", metavar="[CTX]", required=False, default=DEFAULT_CONTEXT)(
+        f
+    )
+
+
+def session_option(f: F) -> F:
+    return click.option(
+        "--session",
+        default=DEFAULT_SESSION,
+        show_default=True,
+        metavar="ID",
+        help="The session the event belongs to (created on first use).",
+    )(f)
+
+
+@contextmanager
+def open_context(db_path: str, context_id: str) -> Iterator[morphz.Context]:
+    with morphz.open(db_path) as db:
+        yield db.context(context_id)
+
+
+# ------------------------------------------------------------------ commands
+
+
+@click.group(cls=MorphzGroup)
+@click.version_option(morphz.__version__, prog_name="morphz")
+def main() -> None:
+    """Morphz: contexts that LLM agents edit through context transactions."""
+
+
+@main.group("context")
+def context_group() -> None:
+    """Inspect, change and audit contexts (no model needed)."""
+
+
+@context_group.command("create")
+@context_argument
+@click.option(
+    "--window",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Organizing window in clock ticks  [default: 8]",
+)
+@db_option
+@format_option
+def create_command(context_id: str, window: int | None, db_path: str, fmt: str) -> None:
+    """Create context CTX (default: context-default)."""
+    with morphz.open(db_path) as db:
+        status = db.create_context(context_id, window=window).status()
+    emit(fmt, status.to_dict(), lambda: f"created context {status.context}\n" + render.status(status))
+
+
+@context_group.command("list")
+@db_option
+@format_option
+def list_command(db_path: str, fmt: str) -> None:
+    """List the contexts of the store with their version and clock."""
+    with morphz.open(db_path) as db:
+        statuses = [db.context(name).status() for name in db.contexts()]
+    emit(fmt, [s.to_dict() for s in statuses], lambda: render.contexts(statuses))
+
+
+def _parse_meta(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        meta = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise click.BadParameter('must be a JSON object, e.g. {"source": "ci"}')
+    return meta
+
+
+@context_group.command("observe")
+@context_argument
+@click.option("--kind", required=True, type=click.Choice(sorted(OBSERVATION_KINDS)))
+@click.option("--text", required=True, help="The observation's text.")
+@click.option("--time", "time", metavar="ISO8601", help="When it happened (with a UTC offset).")
+@click.option("--meta", callback=_parse_meta, metavar="JSON", help="A JSON object kept with it.")
+@session_option
+@db_option
+@format_option
+def observe_command(
+    context_id: str,
+    kind: str,
+    text: str,
+    time: str | None,
+    meta: dict[str, Any] | None,
+    session: str,
+    db_path: str,
+    fmt: str,
+) -> None:
+    """Append an observation to CTX; prints the event with its ref (@eN)."""
+    with open_context(db_path, context_id) as ctx:
+        event = ctx.observe(kind, text, time=time, meta=meta, session=session)
+    emit(fmt, event.to_dict(), lambda: render.event_line(event))
+
+
+@context_group.command("tx")
+@context_argument
+@click.option(
+    "--file",
+    "tx_file",
+    required=True,
+    type=click.File("r", encoding="utf-8"),
+    metavar="F",
+    help="File holding the (context-tx ...) text; - reads stdin.",
+)
+@session_option
+@db_option
+@format_option
+def tx_command(context_id: str, tx_file: TextIO, session: str, db_path: str, fmt: str) -> None:
+    """Commit a context transaction to CTX; prints the receipt or the refusal."""
+    text = tx_file.read()
+    with open_context(db_path, context_id) as ctx:
+        receipt = ctx.commit(text, session=session)
+    emit(fmt, receipt.to_dict(), lambda: render.receipt(receipt))
+
+
+@context_group.command("status")
+@context_argument
+@db_option
+@format_option
+def status_command(context_id: str, db_path: str, fmt: str) -> None:
+    """Version, clock, counts of frames and observations, head hash of CTX."""
+    with open_context(db_path, context_id) as ctx:
+        status = ctx.status()
+    emit(fmt, status.to_dict(), lambda: render.status(status))
+
+
+@context_group.command("show")
+@context_argument
+@click.option(
+    "--all-observations", is_flag=True, help="Also list retired observations."
+)
+@db_option
+@format_option
+def show_command(context_id: str, all_observations: bool, db_path: str, fmt: str) -> None:
+    """The mind of CTX: frames, relations, order, checkpoints, observations, sessions."""
+    with open_context(db_path, context_id) as ctx:
+        mind = ctx.mind(all_observations=all_observations)
+    emit(fmt, mind.to_dict(), lambda: render.mind(mind, all_observations=all_observations))
+
+
+@context_group.command("audit")
+@context_argument
+@db_option
+@format_option
+def audit_command(context_id: str, db_path: str, fmt: str) -> None:
+    """Replay CTX's events from genesis and compare with the stored projection (exit 1 if not
+    equal)."""
+    with open_context(db_path, context_id) as ctx:
+        report = ctx.audit()
+    emit(fmt, report.to_dict(), lambda: render.audit(report))
+    if not report.ok:
+        fail()
+
+
+@context_group.command("events")
+@context_argument
+@click.option(
+    "--after", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
+    help="Only events with seq greater than N.",
+)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=None, metavar="N", help="At most N events."
+)
+@db_option
+@format_option
+def events_command(
+    context_id: str, after: int, limit: int | None, db_path: str, fmt: str
+) -> None:
+    """The event history of CTX, oldest first."""
+    with open_context(db_path, context_id) as ctx:
+        items = ctx.events(after, limit)
+    emit(fmt, [e.to_dict() for e in items], lambda: render.events(items))
+
+
+def _fresh_path(_ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None and value.exists():
+        raise click.BadParameter(f"{value} already exists: the demo needs a fresh store")
+    return value
+
+
+@main.command("demo")
+@click.option(
+    "--keep",
+    type=click.Path(dir_okay=False, path_type=Path),
+    callback=_fresh_path,
+    metavar="PATH",
+    help="Build the demo store at PATH (a new file) and keep it, instead of a temp folder.",
+)
+def demo_command(keep: Path | None) -> None:
+    """Run the seed's deployment example on a fresh store, without any model or network."""
+    if not demo_module.run(click.echo, keep=keep):
+        fail()
