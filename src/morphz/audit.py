@@ -116,12 +116,14 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
     for name, snap in snapshots.items():
         if name in state.snapshots and state.snapshots[name].canonical() != snap.canonical():
             out.add(f"checkpoint {name}: contents differ")
-    bounds = r.boundary_versions()
-    if bounds != state.boundary_versions:
-        keys = sorted(set(bounds) ^ set(state.boundary_versions)) or sorted(
-            k for k in bounds if bounds[k] != state.boundary_versions.get(k)
-        )
-        out.add(f"boundary versions differ: {keys[:10]}")
+    seen = 0
+    for boundary, version in r.boundary_versions():
+        seen += 1
+        replayed = state.boundary_versions.get(boundary)
+        if replayed != version:
+            out.add(f"boundary {boundary}: replay v{replayed}, stored v{version}")
+    if seen != len(state.boundary_versions):
+        out.add(f"boundary versions: replay has {len(state.boundary_versions)}, store has {seen}")
 
 
 def audit_context(store: Store, context_id: str) -> AuditReport:

@@ -262,12 +262,11 @@ class SqliteRead:
             if snap is not None:
                 yield snap
 
-    def boundary_versions(self) -> dict[str, int]:
-        return dict(
-            self.conn.execute(
-                "SELECT boundary, version FROM boundary_versions WHERE context_id = ?", (self.cid,)
-            ).fetchall()
+    def boundary_versions(self) -> Iterator[tuple[str, int]]:
+        rows = self.conn.execute(
+            "SELECT boundary, version FROM boundary_versions WHERE context_id = ?", (self.cid,)
         )
+        yield from ((b, v) for b, v in rows)
 
     def frame_counts(self) -> dict[str, int]:
         counts = {"active": 0, "retiring": 0, "retired": 0, "protected": 0}
