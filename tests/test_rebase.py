@@ -93,7 +93,7 @@ def test_exact_version_ops_are_never_rebased(ctx: morphz.Context, op: str) -> No
     with pytest.raises(morphz.StaleVersionError) as info:
         ctx.commit(f'(context-tx (base-version {stale}) (reason "r") {op})')
     assert info.value.code == "stale-version"
-    assert info.value.op == op[1:].split()[0]
+    assert info.value.op == op[1:].split(maxsplit=1)[0]
     assert info.value.line == 1 and info.value.column is not None
     assert ctx.status() == before
 

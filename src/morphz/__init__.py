@@ -6,7 +6,7 @@ transactions.
 >>> ctx = db.context("context-default", create=True)   # doctest: +SKIP
 """
 
-from morphz.contextdb import Context, Database, Observation, open
+from morphz.contextdb import DEFAULT_CONTEXT, DEFAULT_SESSION, Context, Database, Observation, open
 from morphz.errors import (
     BudgetError,
     ConflictError,
@@ -25,12 +25,18 @@ from morphz.errors import (
     ValidationError,
 )
 from morphz.events import Event
+from morphz.mind import CLOCK_KINDS, DEFAULT_WINDOW, OBSERVATION_KINDS
 from morphz.results import AuditReport, Mind, Receipt, Status
 from morphz.txlang import parse_tx, print_tx, read_tx
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CLOCK_KINDS",
+    "DEFAULT_CONTEXT",
+    "DEFAULT_SESSION",
+    "DEFAULT_WINDOW",
+    "OBSERVATION_KINDS",
     "AuditReport",
     "BudgetError",
     "ConflictError",

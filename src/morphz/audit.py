@@ -3,6 +3,7 @@ with the stored projection, row by row, and the head hash chain event by event."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from morphz import events as ev
@@ -14,6 +15,7 @@ from morphz.store.base import ReadTxn, Store
 from morphz.txlang import read_tx
 
 MAX_DIFFERENCES = 100
+PROGRESS_EVERY = 5000
 
 
 class _Report:
@@ -126,15 +128,22 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
         out.add(f"boundary versions: replay has {len(state.boundary_versions)}, store has {seen}")
 
 
-def audit_context(store: Store, context_id: str) -> AuditReport:
+def audit_context(
+    store: Store, context_id: str, progress: Callable[[int, int], None] | None = None
+) -> AuditReport:
     """Replay every event of ``context_id`` and compare with what the store holds."""
     report = AuditReport(context_id)
     out = _Report(report)
     with store.read(context_id) as r:
         state = MindState(window=r.row.initial_window)
+        total = r.row.last_seq
         for event in r.events():
             report.events += 1
             replay_event(state, event, out)
+            if progress is not None and report.events % PROGRESS_EVERY == 0:
+                progress(report.events, total)
+        if progress is not None:
+            progress(report.events, total)
         _compare_rows(state, r, out)
         report.stored_head = r.row.head
         report.replayed_head = state.head

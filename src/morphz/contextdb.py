@@ -148,9 +148,12 @@ def open(
     *,
     synchronous: str = "NORMAL",
     busy_timeout: float = 30.0,
+    create: bool = True,
     now: Callable[[], datetime] = utc_now,
 ) -> Database:
-    """Open a store: a filesystem path opens (or creates) an embedded SQLite database."""
+    """Open a store: a filesystem path opens an embedded SQLite database, creating the file
+    (and its folder) unless ``create=False``. ``synchronous`` is NORMAL (a process crash loses
+    nothing committed) or FULL (power loss neither)."""
     text = str(target)
     if text.startswith(("postgresql://", "postgres://")):
         raise StoreError(
@@ -158,7 +161,8 @@ def open(
             "~/.morphz/morphz.db (the PostgreSQL backend is a separate, planned issue)"
         )
     path = Path(text).expanduser()
-    return Database(SqliteStore(path, synchronous=synchronous, busy_timeout=busy_timeout), now=now)
+    store = SqliteStore(path, synchronous=synchronous, busy_timeout=busy_timeout, create=create)
+    return Database(store, now=now)
 
 
 class Context:
@@ -182,6 +186,11 @@ class Context:
     def status(self) -> Status:
         with self.db.store.read(self.id) as r:
             row = r.row
+            frames, observations = r.frame_counts(), r.observation_counts()
+            protected = {
+                "frames": frames.pop("protected"),
+                "observations": observations.pop("protected"),
+            }
             return Status(
                 context=self.id,
                 version=row.version,
@@ -189,8 +198,9 @@ class Context:
                 last_seq=row.last_seq,
                 window=row.window,
                 head=row.head,
-                frames=r.frame_counts(),
-                observations=r.observation_counts(),
+                frames=frames,
+                observations=observations,
+                protected=protected,
                 sessions=len(r.session_rows()),
                 checkpoints=sum(1 for _ in r.snapshots()),
                 running_activations=len(r.activations(running_only=True)),
@@ -255,11 +265,12 @@ class Context:
         with self.db.store.read(self.id) as r:
             return r.activations(running_only)
 
-    def audit(self) -> AuditReport:
-        """Replay every event from genesis and compare with the stored projection."""
+    def audit(self, progress: Callable[[int, int], None] | None = None) -> AuditReport:
+        """Replay every event from genesis and compare with the stored projection.
+        ``progress(done, total)`` is called every few thousand events."""
         from morphz.audit import audit_context
 
-        return audit_context(self.db.store, self.id)
+        return audit_context(self.db.store, self.id, progress)
 
     # ------------------------------------------------------------ appending events
 

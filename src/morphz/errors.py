@@ -74,7 +74,8 @@ class TxError(MorphzError):
             "line": self.line,
             "column": self.column,
         }
-        out.update(self.details)
+        if self.details:
+            out["details"] = dict(self.details)
         return out
 
     def __str__(self) -> str:

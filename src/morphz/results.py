@@ -56,8 +56,9 @@ class Status:
     last_seq: int
     window: int
     head: str
-    frames: dict[str, int]
-    observations: dict[str, int]
+    frames: dict[str, int]  # by lifecycle: active, retiring, retired
+    observations: dict[str, int]  # by state: active, retired
+    protected: dict[str, int]  # {"frames": n, "observations": m}, across lifecycles
     sessions: int
     checkpoints: int
     running_activations: int
@@ -72,6 +73,7 @@ class Status:
             "head": self.head,
             "frames": self.frames,
             "observations": self.observations,
+            "protected": self.protected,
             "sessions": self.sessions,
             "checkpoints": self.checkpoints,
             "running_activations": self.running_activations,

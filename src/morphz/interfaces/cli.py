@@ -9,6 +9,7 @@ errors stay click's (exit status 2). The reference is docs/cli.md.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,10 +18,9 @@ from typing import Any, NoReturn, TextIO, TypeVar
 import click
 
 import morphz
+from morphz import DEFAULT_CONTEXT, DEFAULT_SESSION, DEFAULT_WINDOW, OBSERVATION_KINDS
 from morphz import demo as demo_module
-from morphz.contextdb import DEFAULT_CONTEXT, DEFAULT_SESSION
 from morphz.interfaces import render
-from morphz.mind import OBSERVATION_KINDS
 
 DB_ENV = "MORPHZ_DB"
 DEFAULT_DB = "~/.morphz/morphz.db"
@@ -96,9 +96,7 @@ def format_option(f: F) -> F:
 
 
 def context_argument(f: F) -> F:
-    return click.argument("context_id", metavar="[CTX]", required=False, default=DEFAULT_CONTEXT)(
-        f
-    )
+    return click.argument("context_id", metavar="[CTX]", required=False, default=DEFAULT_CONTEXT)(f)
 
 
 def session_option(f: F) -> F:
@@ -113,7 +111,7 @@ def session_option(f: F) -> F:
 
 @contextmanager
 def open_context(db_path: str, context_id: str) -> Iterator[morphz.Context]:
-    with morphz.open(db_path) as db:
+    with morphz.open(db_path, create=False) as db:
         yield db.context(context_id)
 
 
@@ -128,7 +126,9 @@ def main() -> None:
 
 @main.group("context")
 def context_group() -> None:
-    """Inspect, change and audit contexts (no model needed)."""
+    """Inspect, change and audit contexts (no model needed).
+
+    CTX, where a command takes it, is a context name; it defaults to context-default."""
 
 
 @context_group.command("create")
@@ -138,23 +138,25 @@ def context_group() -> None:
     type=click.IntRange(min=0),
     default=None,
     metavar="N",
-    help="Organizing window in clock ticks  [default: 8]",
+    help=f"Organizing window in clock ticks  [default: {DEFAULT_WINDOW}]",
 )
 @db_option
 @format_option
-def create_command(context_id: str, window: int | None, db_path: str, fmt: str) -> None:
+def create_command(*, context_id: str, window: int | None, db_path: str, fmt: str) -> None:
     """Create context CTX (default: context-default)."""
     with morphz.open(db_path) as db:
         status = db.create_context(context_id, window=window).status()
-    emit(fmt, status.to_dict(), lambda: f"created context {status.context}\n" + render.status(status))
+    emit(
+        fmt, status.to_dict(), lambda: f"created context {status.context}\n" + render.status(status)
+    )
 
 
 @context_group.command("list")
 @db_option
 @format_option
-def list_command(db_path: str, fmt: str) -> None:
-    """List the contexts of the store with their version and clock."""
-    with morphz.open(db_path) as db:
+def list_command(*, db_path: str, fmt: str) -> None:
+    """List the contexts of the store."""
+    with morphz.open(db_path, create=False) as db:
         statuses = [db.context(name).status() for name in db.contexts()]
     emit(fmt, [s.to_dict() for s in statuses], lambda: render.contexts(statuses))
 
@@ -181,6 +183,7 @@ def _parse_meta(_ctx: click.Context, _param: click.Parameter, value: str | None)
 @db_option
 @format_option
 def observe_command(
+    *,
     context_id: str,
     kind: str,
     text: str,
@@ -190,7 +193,9 @@ def observe_command(
     db_path: str,
     fmt: str,
 ) -> None:
-    """Append an observation to CTX; prints the event with its ref (@eN)."""
+    """Append an observation to CTX; prints the event.
+
+    The event's ref (@eN) is how transactions cite it."""
     with open_context(db_path, context_id) as ctx:
         event = ctx.observe(kind, text, time=time, meta=meta, session=session)
     emit(fmt, event.to_dict(), lambda: render.event_line(event))
@@ -209,8 +214,11 @@ def observe_command(
 @session_option
 @db_option
 @format_option
-def tx_command(context_id: str, tx_file: TextIO, session: str, db_path: str, fmt: str) -> None:
-    """Commit a context transaction to CTX; prints the receipt or the refusal."""
+def tx_command(*, context_id: str, tx_file: TextIO, session: str, db_path: str, fmt: str) -> None:
+    """Commit a context transaction to CTX.
+
+    Prints the receipt; a refused transaction prints the error, exits with status 1 and leaves
+    the store unchanged."""
     text = tx_file.read()
     with open_context(db_path, context_id) as ctx:
         receipt = ctx.commit(text, session=session)
@@ -221,8 +229,8 @@ def tx_command(context_id: str, tx_file: TextIO, session: str, db_path: str, fmt
 @context_argument
 @db_option
 @format_option
-def status_command(context_id: str, db_path: str, fmt: str) -> None:
-    """Version, clock, counts of frames and observations, head hash of CTX."""
+def status_command(*, context_id: str, db_path: str, fmt: str) -> None:
+    """Version, clock, counts and head hash of CTX."""
     with open_context(db_path, context_id) as ctx:
         status = ctx.status()
     emit(fmt, status.to_dict(), lambda: render.status(status))
@@ -230,13 +238,13 @@ def status_command(context_id: str, db_path: str, fmt: str) -> None:
 
 @context_group.command("show")
 @context_argument
-@click.option(
-    "--all-observations", is_flag=True, help="Also list retired observations."
-)
+@click.option("--all-observations", is_flag=True, help="Also list retired observations.")
 @db_option
 @format_option
-def show_command(context_id: str, all_observations: bool, db_path: str, fmt: str) -> None:
-    """The mind of CTX: frames, relations, order, checkpoints, observations, sessions."""
+def show_command(*, context_id: str, all_observations: bool, db_path: str, fmt: str) -> None:
+    """Show the mind of CTX.
+
+    Frames in projection order, relations, checkpoints, observation states and sessions."""
     with open_context(db_path, context_id) as ctx:
         mind = ctx.mind(all_observations=all_observations)
     emit(fmt, mind.to_dict(), lambda: render.mind(mind, all_observations=all_observations))
@@ -246,20 +254,38 @@ def show_command(context_id: str, all_observations: bool, db_path: str, fmt: str
 @context_argument
 @db_option
 @format_option
-def audit_command(context_id: str, db_path: str, fmt: str) -> None:
-    """Replay CTX's events from genesis and compare with the stored projection (exit 1 if not
-    equal)."""
+def audit_command(*, context_id: str, db_path: str, fmt: str) -> None:
+    """Replay CTX's history and compare it with the stored mind.
+
+    Every event is replayed from genesis through the same pure functions as the live commit;
+    exit status 1 when the replay differs from the stored projection."""
     with open_context(db_path, context_id) as ctx:
-        report = ctx.audit()
+        report = ctx.audit(progress=_audit_progress())
     emit(fmt, report.to_dict(), lambda: render.audit(report))
     if not report.ok:
         fail()
 
 
+def _audit_progress() -> Callable[[int, int], None] | None:
+    """Progress on stderr when it is a terminal; nothing otherwise."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        end = "\n" if done >= total else ""
+        click.echo(f"\raudit: {done:,}/{total:,} events replayed", err=True, nl=bool(end))
+
+    return show
+
+
 @context_group.command("events")
 @context_argument
 @click.option(
-    "--after", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
+    "--after",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="N",
     help="Only events with seq greater than N.",
 )
 @click.option(
@@ -268,7 +294,7 @@ def audit_command(context_id: str, db_path: str, fmt: str) -> None:
 @db_option
 @format_option
 def events_command(
-    context_id: str, after: int, limit: int | None, db_path: str, fmt: str
+    *, context_id: str, after: int, limit: int | None, db_path: str, fmt: str
 ) -> None:
     """The event history of CTX, oldest first."""
     with open_context(db_path, context_id) as ctx:
@@ -282,7 +308,7 @@ def _fresh_path(_ctx: click.Context, _param: click.Parameter, value: Path | None
     return value
 
 
-@main.command("demo")
+@main.command("demo", short_help="Run the seed's deployment example (no model, no network).")
 @click.option(
     "--keep",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -290,7 +316,7 @@ def _fresh_path(_ctx: click.Context, _param: click.Parameter, value: Path | None
     metavar="PATH",
     help="Build the demo store at PATH (a new file) and keep it, instead of a temp folder.",
 )
-def demo_command(keep: Path | None) -> None:
+def demo_command(*, keep: Path | None) -> None:
     """Run the seed's deployment example on a fresh store, without any model or network."""
     if not demo_module.run(click.echo, keep=keep):
         fail()

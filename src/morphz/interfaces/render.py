@@ -47,7 +47,9 @@ def table(
         height = max(len(c) for c in row)
         out = []
         for k in range(height):
-            parts = [(c[k] if k < len(c) else "").ljust(w) for c, w in zip(row, widths, strict=True)]
+            parts = [
+                (c[k] if k < len(c) else "").ljust(w) for c, w in zip(row, widths, strict=True)
+            ]
             out.append(f"| {' | '.join(parts)} |" if grid else "  ".join(parts).rstrip())
         return out
 
@@ -102,6 +104,7 @@ def status(s: Status) -> str:
             ("events", s.last_seq),
             ("frames", _counts(s.frames)),
             ("observations", _counts(s.observations)),
+            ("protected", _counts(s.protected)),
             ("sessions", s.sessions),
             ("checkpoints", s.checkpoints),
             ("running activations", s.running_activations),

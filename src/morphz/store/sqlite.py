@@ -60,6 +60,7 @@ class SqliteStore:
         *,
         synchronous: str = "NORMAL",
         busy_timeout: float = 30.0,
+        create: bool = True,
     ) -> None:
         if synchronous.upper() not in ("NORMAL", "FULL"):
             raise StoreError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
@@ -68,7 +69,13 @@ class SqliteStore:
         self.busy_timeout = busy_timeout
         self._write_lock = threading.RLock()
         self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []  # every thread's reader, closed by close()
         self._closed = False
+        if not create and not self.path.exists():
+            raise StoreError(
+                f"no store at {self.path}: check --db / MORPHZ_DB, or create a context there "
+                "first (`morphz context create --db PATH`)"
+            )
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._writer = self._connect()
@@ -96,7 +103,8 @@ class SqliteStore:
         if conn is None:
             conn = self._connect()
             self._local.conn = conn
-            self._local.owner = self
+            with self._write_lock:
+                self._readers.append(conn)
         return conn
 
     def _retry(self, action: object) -> sqlite3.Cursor:
@@ -241,7 +249,7 @@ class SqliteStore:
         self._closed = True
         with self._write_lock:
             self._writer.close()
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+        self._local.conn = None

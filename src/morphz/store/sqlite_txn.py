@@ -269,28 +269,24 @@ class SqliteRead:
         yield from ((b, v) for b, v in rows)
 
     def frame_counts(self) -> dict[str, int]:
-        counts = {"active": 0, "retiring": 0, "retired": 0, "protected": 0}
-        for life, protected, n in self.conn.execute(
-            "SELECT lifecycle, protected, count(*) FROM frames WHERE context_id = ? "
-            "GROUP BY lifecycle, protected",
-            (self.cid,),
-        ):
-            counts[life] += n
-            if protected:
-                counts["protected"] += n
-        return counts
+        """Frames by lifecycle, plus ``protected``: how many of them (any lifecycle) are
+        protected. The lifecycle counts add up to the number of frames."""
+        return self._counts("frames", {"active": 0, "retiring": 0, "retired": 0})
 
     def observation_counts(self) -> dict[str, int]:
-        counts = {"active": 0, "retired": 0, "protected": 0}
+        """Observations by state (active, retired), plus ``protected`` across both."""
+        return self._counts("observations", {"active": 0, "retired": 0})
+
+    def _counts(self, table: str, counts: dict[str, int]) -> dict[str, int]:
+        protected_total = 0
         for life, protected, n in self.conn.execute(
-            "SELECT lifecycle, protected, count(*) FROM observations WHERE context_id = ? "
+            f"SELECT lifecycle, protected, count(*) FROM {table} WHERE context_id = ? "
             "GROUP BY lifecycle, protected",
             (self.cid,),
         ):
             counts[life] += n
-            if protected:
-                counts["protected"] += n
-        return counts
+            protected_total += n if protected else 0
+        return {**counts, "protected": protected_total}
 
     def activations(self, running_only: bool = False) -> list[ActivationRow]:
         where = " AND state = 'running'" if running_only else ""

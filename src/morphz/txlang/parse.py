@@ -9,6 +9,7 @@ be retired is the mind layer's call.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from morphz.errors import ParseError
@@ -17,6 +18,7 @@ from morphz.txlang import ops as o
 from morphz.txlang.sexpr import Atom, SExpr, SList, Str, line_col, quote, read_one, to_text_seq
 
 _MAX_BASE_VERSION = 2**62
+_DIGITS = re.compile(r"[0-9]{1,18}")
 
 
 class _Ctx:
@@ -204,7 +206,7 @@ def _header(ctx: _Ctx, items: tuple[SExpr, ...]) -> tuple[int, str | None, int]:
             if base is not None:
                 raise ctx.error(node.pos, "base-version is given twice")
             text = value.text if isinstance(value, Atom) else ""
-            if not text.isdigit() or len(text) > 18 or int(text) > _MAX_BASE_VERSION:
+            if _DIGITS.fullmatch(text) is None or int(text) > _MAX_BASE_VERSION:
                 raise ctx.error(value.pos, "base-version must be a non-negative integer")
             base = int(text)
         else:

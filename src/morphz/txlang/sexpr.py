@@ -85,6 +85,7 @@ SExpr = Atom | Str | SList
 _TOKEN = re.compile(
     r"""\s*(?:(\()|(\))|("(?:[^"\\]|\\.)*")|([^\s()";]+)|(;[^\n]*)|("))""", re.DOTALL
 )
+MAX_DEPTH = 200  # deeper nesting is refused: printers and walkers recurse
 _OPEN, _CLOSE, _STRING, _ATOM, _COMMENT, _BADSTR = 1, 2, 3, 4, 5, 6
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
@@ -126,6 +127,8 @@ def read(text: str) -> list[SExpr]:
         if kind == _ATOM:
             current.append(Atom(m.group(4), m.start(4)))
         elif kind == _OPEN:
+            if len(stack) >= MAX_DEPTH:
+                raise _error(text, m.start(1), f"lists nest deeper than {MAX_DEPTH} levels")
             stack.append((m.start(1), current))
             current = []
         elif kind == _CLOSE:

@@ -1,0 +1,167 @@
+"""Text pre-processing for lexical recall on SQLite FTS5 (bm25 ranking).
+
+Method
+------
+Both sides, documents and queries, go through the same Python step before FTS5 sees them:
+
+* lower-case (done here, because the stopword test needs it; FTS5's ``unicode61`` case folding
+  is then a no-op for the tokens we emit, and still folds diacritics);
+* split into runs of Unicode letters and digits (the same notion of a token character as
+  ``unicode61``: punctuation, ``_`` and apostrophes separate, so ``Caroline's`` -> ``caroline``
+  ``s``);
+* drop English stopwords (:data:`STOPWORDS`, the classic ~170-word list, which includes the
+  question words what/when/where/who/which/why/how and contraction pieces such as ``s``, ``t``,
+  ``ll``, ``ve``);
+* CJK runs (Han, kana, Hangul), which have no spaces between words, become overlapping character
+  bigrams, plus the run's last character as a unigram (so that a one-character query can find a
+  character in any position through a prefix query, see below).
+
+The resulting space-separated token string is what gets indexed, with the FTS5 tokenizer
+:data:`FTS5_TOKENIZER` (Porter stemming on top of ``unicode61``).  A query becomes an OR of its
+distinct quoted terms (never an AND: a question rarely shares all its words with the answer), a
+lone CJK character becomes a prefix term ``"x"*``.  Every term is double-quoted and can contain
+only letters and digits, so FTS5 operators (AND, OR, NOT, NEAR, ``:``, ``^``, ``*``, ``(``) in the
+user text are inert and the expression can never be a syntax error.
+
+Recommended index (measured below): one row per event, columns ``body`` (the event text, e.g.
+``"Speaker: text"`` plus any image caption, through :func:`index_text`) and ``context`` (the
+text of the previous and next event of the same session, through :func:`index_text`), ranked with
+``bm25(table, 1.0, CONTEXT_WEIGHT)`` (FTS5's bm25 has fixed k1 = 1.2, b = 0.75).
+
+Measured effect (LoCoMo dev split, 997 questions with valid evidence, one index per
+conversation, question as query):
+
+=====================================  ======  ======  =======  ======
+variant                                hit@1   hit@5   hit@10   MRR
+=====================================  ======  ======  =======  ======
+plain bm25 (unicode61, OR of words)    0.283   0.514   0.603    0.391
++ Porter stemming                      0.320   0.556   0.643    0.429
++ stopwords (no stemming)              0.327   0.554   0.632    0.432
++ Porter + stopwords (body only)       0.366   0.596   0.674    0.470
++ context column (prev+next), w 0.5    0.400   0.708   0.798    0.530
+=====================================  ======  ======  =======  ======
+
+Cost: about 5 µs for a 200-character English text with CPython 3.11 (pure-ASCII fast path).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+__all__ = [
+    "CONTEXT_WEIGHT",
+    "FTS5_TOKENIZER",
+    "STOPWORDS",
+    "index_text",
+    "match_query",
+    "query_terms",
+]
+
+FTS5_TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
+"""Tokenizer argument for ``CREATE VIRTUAL TABLE ... USING fts5(..., tokenize='...')``."""
+
+CONTEXT_WEIGHT: Final = 0.5
+"""bm25 weight of the neighbouring-events column relative to the event's own text (1.0)."""
+
+STOPWORDS: Final[frozenset[str]] = frozenset(
+    """
+    i me my myself we our ours ourselves you your yours yourself yourselves he him his himself
+    she her hers herself it its itself they them their theirs themselves what which who whom
+    this that these those am is are was were be been being have has had having do does did
+    doing a an the and but if or because as until while of at by for with about against between
+    into through during before after above below to from up down in out on off over under again
+    further then once here there when where why how all any both each few more most other some
+    such no nor not only own same so than too very s t can will just don should now d ll m o re
+    ve y ain aren couldn didn doesn hadn hasn haven isn ma mightn mustn needn shan shouldn wasn
+    weren wouldn
+    """.split()
+)
+"""English stopwords (classic list; contractions appear as the pieces the tokenizer makes).
+
+``won`` is deliberately absent: it is the past tense of *win* far more often than a piece of
+*won't* (whose ``t`` is dropped anyway)."""
+
+_WORD: Final = re.compile(r"[^\W_]+")
+
+# Han (incl. extension A, compatibility ideographs, supplementary planes), iteration marks,
+# Hiragana, Katakana (incl. phonetic extensions and half-width forms), Hangul syllables and jamo.
+_CJK_CLASS: Final = (
+    "\u1100-\u11ff\u3005-\u3007\u3021-\u3029\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
+    "\U00020000-\U0003ffff"
+)
+_CJK_RUN: Final = re.compile(f"[{_CJK_CLASS}]+")
+# A CJK run, or a run of other letters/digits.
+_MIXED: Final = re.compile(f"([{_CJK_CLASS}]+)|((?:(?![{_CJK_CLASS}])[^\\W_])+)")
+
+_MAX_QUERY_TERMS: Final = 128
+
+
+def _bigrams(run: str) -> list[str]:
+    """Overlapping character bigrams of a CJK run, plus its last character as a unigram."""
+    if len(run) == 1:
+        return [run]
+    grams = [run[i : i + 2] for i in range(len(run) - 1)]
+    grams.append(run[-1])
+    return grams
+
+
+def _tokens(text: str) -> list[str]:
+    """Lower-cased tokens of ``text`` without stopwords; CJK runs become bigrams."""
+    low = text.lower()
+    if low.isascii() or not _CJK_RUN.search(low):
+        stop = STOPWORDS
+        return [w for w in _WORD.findall(low) if w not in stop]
+    out: list[str] = []
+    for cjk, word in _MIXED.findall(low):
+        if cjk:
+            out.extend(_bigrams(cjk))
+        elif word not in STOPWORDS:
+            out.append(word)
+    return out
+
+
+def index_text(text: str) -> str:
+    """Return the token string to store in an FTS5 column for ``text``.
+
+    Tokens are lower-cased, stopwords are removed and CJK runs are turned into bigrams; the
+    tokens are joined by single spaces.  Index it with :data:`FTS5_TOKENIZER`, which adds Porter
+    stemming.  The result may be empty (e.g. "Is it?").
+    """
+    return " ".join(_tokens(text))
+
+
+def query_terms(query: str, max_terms: int = _MAX_QUERY_TERMS) -> list[str]:
+    """Distinct search terms of ``query`` in order of first appearance (at most ``max_terms``).
+
+    A CJK run of two or more characters yields its bigrams (without the trailing unigram that
+    :func:`index_text` adds); a lone CJK character is kept as it is.
+    """
+    low = query.lower()
+    if low.isascii() or not _CJK_RUN.search(low):
+        words = [w for w in _WORD.findall(low) if w not in STOPWORDS]
+    else:
+        words = []
+        for cjk, word in _MIXED.findall(low):
+            if cjk:
+                words.extend(_bigrams(cjk)[:-1] if len(cjk) > 1 else [cjk])
+            elif word not in STOPWORDS:
+                words.append(word)
+    return list(dict.fromkeys(words))[:max_terms]
+
+
+def match_query(query: str, max_terms: int = _MAX_QUERY_TERMS) -> str | None:
+    """Turn arbitrary user text into a safe FTS5 MATCH expression, or None if nothing is left.
+
+    The expression is an OR of the distinct quoted terms (see :func:`query_terms`); a lone CJK
+    character becomes the prefix term ``"x"*`` so that it matches the bigrams that start with it
+    (and the trailing unigram of a run).  Use it with ``ORDER BY bm25(...)``.
+    """
+    terms = query_terms(query, max_terms)
+    if not terms:
+        return None
+    parts = [
+        f'"{t}"*' if len(t) == 1 and _CJK_RUN.match(t) else f'"{t}"' for t in terms
+    ]
+    return " OR ".join(parts)
