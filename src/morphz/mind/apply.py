@@ -386,7 +386,8 @@ def _rollback(a: _Apply, op: o.Rollback) -> None:
     snap = a.view.checkpoint(op.checkpoint)
     if snap is None:
         raise a.fail(NotFoundError, f"checkpoint '{op.checkpoint}' does not exist")
-    target = {f.id: f for f in snap.frames}
+    clock = a.view.clock
+    target = {f.id: _finalized_if_due(f, clock) for f in snap.frames}
     for frame in list(a.view.frames()):
         if frame.id not in target:
             a.changes.frames[frame.id] = None
@@ -403,9 +404,19 @@ def _rollback(a: _Apply, op: o.Rollback) -> None:
         if not a.view.has_edge(edge):
             a.changes.edges[edge] = True
             a.changes.written.add(edge_key(*edge))
+    top = max((f.pos for f in snap.frames), default=0.0)
+    if top > a.view.order_max:
+        a.changes.order_max = top
     a.changes.barrier = True
     a.changes.written.update(("order", f"checkpoint:{op.checkpoint}"))
     a.effect(op.checkpoint, f"mind rolled back to version {snap.version}")
+
+
+def _finalized_if_due(frame: Frame, clock: int) -> Frame:
+    """A snapshot's retiring frame whose window has already ended comes back retired."""
+    if frame.lifecycle == "retiring" and frame.deadline is not None and frame.deadline <= clock:
+        return replace(frame, lifecycle="retired", deadline=None)
+    return frame
 
 
 def _drop_checkpoint(a: _Apply, op: o.DropCheckpoint) -> None:
@@ -457,7 +468,10 @@ def _restore_session(a: _Apply, op: o.RestoreSession) -> None:
 
 def _fast_path(a: _Apply) -> None:
     """Supersede fast path (DESIGN §7): a frame retired in this tx whose successor cites it and
-    is declared ``(relate NEW supersedes OLD)`` in this same tx is retired at commit."""
+    is declared ``(relate NEW supersedes OLD)`` in this same tx is retired at once — from the
+    operation that completes the three (so a later checkpoint in the tx sees it retired)."""
+    if not a.retired_frames:
+        return
     added = [e for e, present in a.changes.edges.items() if present and e[1] == "supersedes"]
     for old_id in a.retired_frames:
         old = a.view.frame(old_id)
@@ -470,7 +484,7 @@ def _fast_path(a: _Apply) -> None:
                 for eff in a.changes.effects:
                     if eff.target == old_id and eff.op == "retire":
                         eff.change = f"retired at once: superseded by {new_id}"
-                        eff.immediate, eff.eventual = eff.eventual, 0
+                        eff.immediate, eff.eventual = frame_tokens(old), 0
                 break
 
 
@@ -499,5 +513,5 @@ def apply_tx(view: MindView, tx: o.Tx, env: Env = REPLAY_ENV) -> Changes:
     for index, op in enumerate(tx.ops):
         a.index, a.op = index, op
         _HANDLERS[type(op)](a, op)
-    _fast_path(a)
+        _fast_path(a)  # as soon as successor, edge and retire are all there
     return a.changes

@@ -189,7 +189,7 @@ class Tx:
     base_version: int
     reason: str | None
     ops: tuple[Op, ...]
-    source: str = ""  # the text it was parsed from (for line/column of errors)
+    source: str = field(default="", compare=False)  # the text it was parsed from (positions)
 
     @property
     def needs_exact_version(self) -> bool:
