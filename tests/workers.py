@@ -111,8 +111,7 @@ class MultiWorker:
         fid = f"w{self.worker}/f{attempt}"
         body = f"(fact (attempt {self.token(attempt)}) (n {attempt}))"
         text = (
-            f"(context-tx (base-version {base}) "
-            f"(derive {fid} (from {' '.join(sources)}) {body}))"
+            f"(context-tx (base-version {base}) (derive {fid} (from {' '.join(sources)}) {body}))"
         )
         record = self.commit("derive", attempt, text, frame=fid, body=body)
         if record["status"] == "committed":
@@ -221,8 +220,7 @@ def crash_round(ctx: morphz.Context, prefix: str) -> None:
     commit(f"(unprotect {p}/b {a}) (retire {p}/b {a}) (unrelate {p}/a depends-on {p}/b)", "done")
     observe("external_event", "event")  # ticks: a finalized by a runtime commit
     commit(
-        f"(revise {p}/a2 (fact a2 v2)) (restore {a}) (drop-checkpoint {p}/cp) "
-        f"(checkpoint {p}/cp2)",
+        f"(revise {p}/a2 (fact a2 v2)) (restore {a}) (drop-checkpoint {p}/cp) (checkpoint {p}/cp2)",
         "cleanup",
     )
     observe("tool_result", "result")  # ticks: b finalized
