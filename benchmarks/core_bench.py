@@ -44,24 +44,36 @@ QUICK.update(sizes=[100, 1_000, 10_000], audit_commits=10_000)
 ROWS_PER_COMMIT = 10
 RAW_PAYLOAD = "x" * 100  # about 1 KB per transaction, like the rows of one commit
 CONTEXT = "bench"
+ROUNDS = 10  # alternating blocks per measurement (see interleave)
+AUDIT_RUNS = 3  # fresh child processes; the median run is reported, the largest peak RSS
 
 
 def log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
-def pct_ms(samples_ns: list[int], q: float) -> float:
+def pct(samples_ns: list[int], q: float) -> float:
     """The q-quantile (nearest rank) of nanosecond samples, in milliseconds."""
     ordered = sorted(samples_ns)
-    return ordered[round(q * (len(ordered) - 1))] / 1e6
+    return round(ordered[round(q * (len(ordered) - 1))] / 1e6, 4)
 
 
-def per_second(samples_ns: list[int]) -> float:
-    return len(samples_ns) / (sum(samples_ns) / 1e9)
+def rate_of(samples_ns: list[int]) -> float:
+    """Operations per second when the timed calls run back to back."""
+    return len(samples_ns) * 1e9 / sum(samples_ns)
+
+
+def block_rate(blocks: list[list[int]]) -> float:
+    """The median over blocks of each block's rate: robust to a burst of load from elsewhere."""
+    return statistics.median(rate_of(block) for block in blocks)
+
+
+def flat(blocks: list[list[int]]) -> list[int]:
+    return [sample for block in blocks for sample in block]
 
 
 def result(
-    metric: str, value: float, unit: str, baseline: float, *, target: str, met: bool, **extra: Any
+    metric: str, value: float, unit: str, baseline: float, *, target: str, met: bool
 ) -> dict[str, Any]:
     """One measurement beside its baseline; ``ratio`` is value / baseline."""
     ratio = value / baseline if baseline else None
@@ -73,7 +85,6 @@ def result(
         "ratio": round(ratio, 3) if ratio is not None else None,
         "target": target,
         "met": bool(met),
-        **extra,
     }
 
 
@@ -98,40 +109,32 @@ class Chain:
 
     def __init__(self, ctx: morphz.Context, version: int, prev: str) -> None:
         self.ctx, self.version, self.prev, self.n = ctx, version, prev, 0
+        self.append_ns: list[int] = []  # the observation appends, timed apart from the commits
+        self.cpu_ns: list[int] = []  # CPU time of each commit call (this thread only)
 
-    def prepare(self) -> tuple[str, int]:
-        """Append the observation the tx cites; return the tx text and the append time (ns)."""
+    def prepare(self) -> str:
+        """Append the observation the next tx cites (timed apart); return the tx text."""
         start = time.perf_counter_ns()
         event = self.ctx.observe("tool_result", f"probe {self.n}: region cn-shanghai, replicas 3")
-        elapsed = time.perf_counter_ns() - start
+        self.append_ns.append(time.perf_counter_ns() - start)
         new, old = f"c/{self.n}", self.prev
-        text = (
+        return (
             f'(context-tx (base-version {self.version}) (reason "newer evidence from {event.ref}") '
             f"(derive {new} (from {event.ref} {old}) (fact (region cn-shanghai) (replicas 3))) "
             f"(relate {new} supersedes {old}) (retire {old}))"
         )
-        return text, elapsed
 
     def commit(self, text: str) -> int:
-        """Commit ``text``; return the commit call's time in ns."""
-        start = time.perf_counter_ns()
+        """Commit ``text``; return the time of the commit call alone, in ns."""
+        cpu, start = time.thread_time_ns(), time.perf_counter_ns()
         receipt = self.ctx.commit(text)
         elapsed = time.perf_counter_ns() - start
+        self.cpu_ns.append(time.thread_time_ns() - cpu)
         self.version, self.prev, self.n = receipt.after_version, f"c/{self.n}", self.n + 1
         return elapsed
 
-
-def run_chain(chain: Chain, warmup: int, samples: int) -> tuple[list[int], list[int]]:
-    """Warm up, then time ``samples`` commits; returns (commit ns, observation append ns)."""
-    commits: list[int] = []
-    appends: list[int] = []
-    for i in range(warmup + samples):
-        text, append_ns = chain.prepare()
-        commit_ns = chain.commit(text)
-        if i >= warmup:
-            commits.append(commit_ns)
-            appends.append(append_ns)
-    return commits, appends
+    def step(self) -> int:
+        return self.commit(self.prepare())
 
 
 def open_mind(path: Path, frames: int, batch: int) -> tuple[morphz.Database, Chain, float]:
@@ -148,7 +151,7 @@ def count_writes(db: morphz.Database, chain: Chain) -> int:
     conn = getattr(db.store, "_writer", None)
     if not isinstance(conn, sqlite3.Connection):
         return ROWS_PER_COMMIT
-    text, _ = chain.prepare()
+    text = chain.prepare()
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
     try:
@@ -159,140 +162,126 @@ def count_writes(db: morphz.Database, chain: Chain) -> int:
     return sum(1 for s in statements if s.lstrip().upper().startswith(verbs))
 
 
-# ------------------------------------------------------------ raw SQLite baselines
-
-
-def raw_connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA foreign_keys = ON")
-    return conn
+# ------------------------------------------------------------ raw SQLite baseline
 
 
 class RawBaseline:
     """BEGIN IMMEDIATE; ``rows`` single-row INSERTs; COMMIT, on a file DB with our pragmas."""
 
     def __init__(self, path: Path, rows: int, prefill: int = 0) -> None:
-        self.conn = raw_connect(path)
-        self.rows, self.n = rows, 0
-        self.conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT NOT NULL, v TEXT)")
-        self.conn.execute("BEGIN")
-        self.conn.executemany(
-            "INSERT INTO t (k, v) VALUES (?, ?)", ((f"p/{i}", RAW_PAYLOAD) for i in range(prefill))
-        )
-        self.conn.execute("COMMIT")
+        self.conn = conn = sqlite3.connect(path, isolation_level=None)
+        for pragma in ("journal_mode = WAL", "synchronous = NORMAL", "foreign_keys = ON"):
+            conn.execute(f"PRAGMA {pragma}")
+        self.rows, self.n, self.cpu_ns = rows, 0, []
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT NOT NULL, v TEXT)")
+        conn.execute("BEGIN")
+        filler = ((f"p/{i}", RAW_PAYLOAD) for i in range(prefill))
+        conn.executemany("INSERT INTO t (k, v) VALUES (?, ?)", filler)
+        conn.execute("COMMIT")
 
     def tx(self) -> int:
         conn, self.n = self.conn, self.n + 1
-        start = time.perf_counter_ns()
+        cpu, start = time.thread_time_ns(), time.perf_counter_ns()
         conn.execute("BEGIN IMMEDIATE")
         for j in range(self.rows):
             conn.execute("INSERT INTO t (k, v) VALUES (?, ?)", (f"r/{self.n}/{j}", RAW_PAYLOAD))
         conn.execute("COMMIT")
-        return time.perf_counter_ns() - start
+        elapsed = time.perf_counter_ns() - start
+        self.cpu_ns.append(time.thread_time_ns() - cpu)
+        return elapsed
 
 
-def run_raw(tx: Callable[[], int], warmup: int, samples: int) -> list[int]:
-    for _ in range(warmup):
-        tx()
-    return [tx() for _ in range(samples)]
+def interleave(
+    runs: dict[str, Callable[[], int]], warmup: int, samples: int
+) -> dict[str, list[list[int]]]:
+    """Warm every run up, then time ``samples`` calls of each in ROUNDS alternating blocks, so
+    that drift in machine load hits the measurement and its baseline alike."""
+    for run in runs.values():
+        for _ in range(warmup):
+            run()
+    out: dict[str, list[list[int]]] = {name: [] for name in runs}
+    for _ in range(ROUNDS):
+        for name, run in runs.items():
+            out[name].append([run() for _ in range(samples // ROUNDS)])
+    return out
 
 
 # ------------------------------------------------------------ the three benchmarks
 
 
 def bench_commit(tmp: Path, cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    log(f"1/3 commit: {cfg['samples']} samples after {cfg['warmup']} warm-up, mind of 100 frames")
+    warmup, samples = cfg["warmup"], cfg["samples"]
+    log(f"1/3 commit: {samples} samples after {warmup} warm-up, mind of 100 frames")
     db, chain, _ = open_mind(tmp / "commit.db", 100, cfg["build_batch"])
     rows = count_writes(db, chain)
-    commits, appends = run_chain(chain, cfg["warmup"], cfg["samples"])
+    raw = RawBaseline(tmp / "raw.db", rows)
+    timed = interleave({"commit": chain.step, "raw": raw.tx}, warmup, samples)
     db.close()
-    raw = run_raw(RawBaseline(tmp / "raw.db", rows).tx, cfg["warmup"], cfg["samples"])
-    p50, base50 = pct_ms(commits, 0.5), pct_ms(raw, 0.5)
-    rate, raw_rate = per_second(commits), per_second(raw)
-    n = len(commits)
+    raw.conn.close()
+    commits, base, appends = flat(timed["commit"]), flat(timed["raw"]), chain.append_ns[-samples:]
+    p50, base50 = pct(commits, 0.5), pct(base, 0.5)
+    rate, base_rate = block_rate(timed["commit"]), block_rate(timed["raw"])
+    cpu_rates = {  # commits per CPU-second of the committing thread: blind to time waiting
+        "cpu_rate": round(rate_of(chain.cpu_ns[-samples:]), 1),
+        "baseline_cpu_rate": round(rate_of(raw.cpu_ns[-samples:]), 1),
+    }
     results = [
-        result(
-            "commit_p50_latency",
-            p50,
-            "ms",
-            base50,
-            target="ratio <= 3 (p50 vs raw-SQLite p50)",
-            met=p50 / base50 <= 3,
-            p95=round(pct_ms(commits, 0.95), 4),
-            baseline_p95=round(pct_ms(raw, 0.95), 4),
-            n=n,
-            baseline_rows=rows,
-        ),
-        result(
-            "commit_throughput",
-            rate,
-            "tx/s",
-            raw_rate,
-            target=">= 2000 tx/s single writer",
-            met=rate >= 2000,
-            n=n,
-            baseline_rows=rows,
-        ),
+        result("commit_p50_latency", p50, "ms", base50, target="ratio <= 3", met=p50 <= 3 * base50)
+        | {"p95": pct(commits, 0.95), "baseline_p95": pct(base, 0.95), "n": samples},
+        result("commit_throughput", rate, "tx/s", base_rate, target=">= 2000", met=rate >= 2000)
+        | {"n": samples, "blocks": ROUNDS, "mean_rate": round(rate_of(commits), 1)}
+        | cpu_rates,
     ]
     details = {
         "rows_written_per_commit": rows,
-        "observe_p50_ms": round(pct_ms(appends, 0.5), 4),
-        "observe_p95_ms": round(pct_ms(appends, 0.95), 4),
+        "observe_p50_ms": pct(appends, 0.5),
+        "observe_p95_ms": pct(appends, 0.95),
         "commit_mean_ms": round(statistics.fmean(commits) / 1e6, 4),
-        "commit_max_ms": round(max(commits) / 1e6, 4),
-        "baseline_mean_ms": round(statistics.fmean(raw) / 1e6, 4),
-        "observe_plus_commit_per_s": round(len(commits) / ((sum(commits) + sum(appends)) / 1e9), 1),
+        "commit_max_ms": pct(commits, 1.0),
+        "baseline_mean_ms": round(statistics.fmean(base) / 1e6, 4),
+        "observe_plus_commit_per_s": round(len(commits) * 1e9 / (sum(commits) + sum(appends)), 1),
     }
     return results, details
 
 
 def bench_sizes(tmp: Path, cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     sizes, warmup, samples = cfg["sizes"], cfg["size_warmup"], cfg["size_samples"]
-    p50: dict[int, float] = {}
-    raw50: dict[int, float] = {}
-    details: dict[str, Any] = {}
+    runs: dict[str, Callable[[], int]] = {}
+    closers, details = [], {}
     for size in sizes:
-        log(f"2/3 mind of {size} frames: building, then {samples} commits")
+        log(f"2/3 building a mind of {size} frames")
         db, chain, build_s = open_mind(tmp / f"size-{size}.db", size, cfg["build_batch"])
         rows = count_writes(db, chain)
-        commits, _ = run_chain(chain, warmup, samples)
-        db.close()
-        baseline = RawBaseline(tmp / f"raw-{size}.db", rows, prefill=size)
-        raw = run_raw(baseline.tx, warmup, samples)
-        p50[size], raw50[size] = pct_ms(commits, 0.5), pct_ms(raw, 0.5)
+        raw = RawBaseline(tmp / f"raw-{size}.db", rows, prefill=size)
+        runs[f"commit@{size}"], runs[f"raw@{size}"] = chain.step, raw.tx
+        closers += [db.close, raw.conn.close]
         details[f"frames_{size}"] = {
             "build_seconds": round(build_s, 2),
             "rows_written_per_commit": rows,
-            "frames_at_end": size + warmup + samples + 1,
-            "p95_ms": round(pct_ms(commits, 0.95), 4),
-            "baseline_p95_ms": round(pct_ms(raw, 0.95), 4),
+            "frames_at_end": size + 1 + warmup + samples,
         }
+    log(f"2/3 timing {samples} commits at each size, interleaved")
+    timed = {name: flat(blocks) for name, blocks in interleave(runs, warmup, samples).items()}
+    for close in closers:
+        close()
+    p50 = {size: pct(timed[f"commit@{size}"], 0.5) for size in sizes}
+    raw50 = {size: pct(timed[f"raw@{size}"], 0.5) for size in sizes}
+    for size in sizes:
+        details[f"frames_{size}"]["p95_ms"] = pct(timed[f"commit@{size}"], 0.95)
+        details[f"frames_{size}"]["baseline_p95_ms"] = pct(timed[f"raw@{size}"], 0.95)
     small, large = sizes[0], sizes[-1]
-    results = [
-        result(
-            f"commit_p50_latency_{size}_frames",
-            p50[size],
-            "ms",
-            raw50[size],
-            target=f"<= 1.3 x p50 at {small} frames",
-            met=p50[size] <= 1.3 * p50[small],
-            n=samples,
+    limit = f"<= 1.3 x p50 at {small} frames"
+    results = []
+    for n in sizes:
+        met = p50[n] <= 1.3 * p50[small]
+        metric = f"commit_p50_latency_{n}_frames"
+        results.append(
+            result(metric, p50[n], "ms", raw50[n], target=limit, met=met) | {"n": samples}
         )
-        for size in sizes
-    ]
     growth, raw_growth = p50[large] / p50[small], raw50[large] / raw50[small]
+    metric = f"commit_p50_growth_{large}_vs_{small}_frames"
     results.append(
-        result(
-            f"commit_p50_growth_{large}_vs_{small}_frames",
-            growth,
-            "x",
-            raw_growth,
-            target="<= 1.3",
-            met=growth <= 1.3,
-            n=samples,
-        )
+        result(metric, growth, "x", raw_growth, target="<= 1.3", met=growth <= 1.3) | {"n": samples}
     )
     return results, details
 
@@ -305,11 +294,12 @@ def rss_kb():
 db = morphz.open(sys.argv[1])
 ctx = db.context(sys.argv[2])
 baseline_kb = rss_kb()
-start = time.perf_counter_ns()
+start, cpu = time.perf_counter_ns(), time.process_time()
 report = ctx.audit()
-seconds = (time.perf_counter_ns() - start) / 1e9
-print(json.dumps({"seconds": seconds, "commits": report.commits, "events": report.events,
-                  "ok": report.ok, "baseline_kb": baseline_kb, "peak_kb": rss_kb()}))
+seconds, cpu = (time.perf_counter_ns() - start) / 1e9, time.process_time() - cpu
+print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "commits": report.commits,
+                  "events": report.events, "audit_ok": report.ok,
+                  "baseline_kb": baseline_kb, "peak_kb": rss_kb()}))
 """
 
 
@@ -319,7 +309,7 @@ def build_history(path: Path, commits: int) -> float:
     start = time.perf_counter()
     db, chain, _ = open_mind(path, 1, 1)
     for i in range(commits - 1):
-        chain.commit(chain.prepare()[0])
+        chain.step()
         if (i + 1) % 10_000 == 0:
             log(f"    {i + 1} commits")
     db.close()
@@ -342,36 +332,26 @@ def bench_audit(tmp: Path, cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], d
     path, commits = tmp / "audit.db", cfg["audit_commits"]
     log(f"3/3 audit: building a context of {commits} commits")
     build_s = build_history(path, commits)
-    log("    replaying it in a fresh child process")
-    command = [sys.executable, "-c", AUDIT_CHILD, str(path), CONTEXT]
-    child = subprocess.run(command, capture_output=True, text=True, check=True)
-    out = json.loads(child.stdout)
+    runs = []
+    for run in range(AUDIT_RUNS):
+        log(f"    replay {run + 1}/{AUDIT_RUNS} in a fresh child process")
+        command = [sys.executable, "-c", AUDIT_CHILD, str(path), CONTEXT]
+        child = subprocess.run(command, capture_output=True, text=True, check=True)
+        runs.append(json.loads(child.stdout))
     children_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    out = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]  # the median run
     rate = out["commits"] / out["seconds"]
-    raw_rate = out["commits"] / raw_scan_seconds(path)
-    peak_mb, base_mb = out["peak_kb"] / 1024, out["baseline_kb"] / 1024
+    raw_rate = out["commits"] / statistics.median(raw_scan_seconds(path) for _ in runs)
+    peak_mb = max(r["peak_kb"] for r in runs) / 1024
+    base_mb = max(r["baseline_kb"] for r in runs) / 1024
     results = [
         result(
-            "audit_replay_throughput",
-            rate,
-            "tx/s",
-            raw_rate,
-            target=">= 20000 tx/s",
-            met=rate >= 20_000,
-            commits=out["commits"],
-            events=out["events"],
-            seconds=round(out["seconds"], 3),
-            audit_ok=out["ok"],
-        ),
-        result(
-            "audit_peak_rss",
-            peak_mb,
-            "MB",
-            base_mb,
-            target="< 300 MB",
-            met=peak_mb < 300,
-            commits=out["commits"],
-        ),
+            "audit_replay_throughput", rate, "tx/s", raw_rate, target=">= 20000", met=rate >= 2e4
+        )
+        | {key: out[key] for key in ("commits", "events", "seconds", "cpu_seconds", "audit_ok")}
+        | {"runs": len(runs), "all_rates": [round(r["commits"] / r["seconds"]) for r in runs]},
+        result("audit_peak_rss", peak_mb, "MB", base_mb, target="< 300", met=peak_mb < 300)
+        | {"commits": out["commits"], "runs": len(runs)},
     ]
     details = {
         "build_seconds": round(build_s, 1),
@@ -401,6 +381,7 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,
         "morphz": getattr(morphz, "__version__", "unknown"),
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
     }
 
 
@@ -421,15 +402,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="morphz-bench-") as folder:
         tmp = Path(folder)
-        for name, bench in (
-            ("commit", bench_commit),
-            ("sizes", bench_sizes),
-            ("audit", bench_audit),
-        ):
+        benches = {"commit": bench_commit, "sizes": bench_sizes, "audit": bench_audit}
+        for name, bench in benches.items():
             results, details = bench(tmp, cfg)
             doc["results"].extend(results)
             doc["details"][name] = details
     doc["seconds"] = round(time.perf_counter() - started, 1)
+    doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     doc["all_met"] = all(r["met"] for r in doc["results"])
     text = json.dumps(doc, indent=2)
     print(text)

@@ -961,3 +961,11 @@ def test_stale_base_touching_a_changed_frame_conflicts(ctx: morphz.Context) -> N
     assert "content:a" in err.details["changed_boundaries"]
     receipt = commit(ctx, "(revise b (y2))", base=base)  # a different frame rebases
     assert receipt.rebased is True and receipt.base_version == base
+
+
+def test_unrelate_then_relate_the_same_edge_in_one_tx(ctx: morphz.Context) -> None:
+    """Found by the state machine: the net effect is 'edge present', written without error."""
+    ctx.commit("(context-tx (base-version 0) (create a (x 1)) (create b (y 1)) (relate a r b))")
+    ctx.commit('(context-tx (base-version 1) (reason "redo") (unrelate a r b) (relate a r b))')
+    assert ("a", "r", "b") in ctx.mind().relations
+    assert ctx.audit().ok

@@ -36,6 +36,7 @@ from morphz.mind import (
 )
 from morphz.mind.lifecycle import MAX_WINDOW
 from morphz.mind.state import ObsState
+from morphz.recall import maintain
 from morphz.results import AuditReport, FrameView, Mind, ObservationView, Receipt, Status
 from morphz.store.base import ActivationRow, SessionRow, Store, WriteTxn
 from morphz.store.sqlite import SqliteStore
@@ -329,6 +330,7 @@ class Context:
                 out.append(event)
                 row = replace(row, last_seq=seq, clock=clock, head=head)
                 w.set_row(row)
+            maintain.index_events(w, out)
             if tick:
                 self._finalize(w, session, recorded)
             w.touch_session(session, w.row.last_seq, recorded)
@@ -351,24 +353,24 @@ class Context:
         version, seq = row.version + 1, row.last_seq + 1
         head = chain_head(row.head, changes)
         payload = {"frames": sorted(f for f in changes.frames), "clock": row.clock}
-        w.append_event(
-            ev.Event(
-                self.id,
-                seq,
-                ev.RETIREMENTS_FINALIZED,
-                session,
-                recorded,
-                recorded,
-                None,
-                None,
-                payload,
-                version,
-                row.clock,
-                head,
-            )
+        event = ev.Event(
+            self.id,
+            seq,
+            ev.RETIREMENTS_FINALIZED,
+            session,
+            recorded,
+            recorded,
+            None,
+            None,
+            payload,
+            version,
+            row.clock,
+            head,
         )
+        w.append_event(event)
         w.write_changes(changes, version, seq)
         w.set_row(replace(row, version=version, last_seq=seq, head=head))
+        maintain.index_events(w, [event])
 
     def record(
         self,
@@ -418,6 +420,7 @@ class Context:
             w.write_changes(changes, None, seq)
             w.append_event(event)
             w.set_row(replace(row, last_seq=seq, head=head))
+            maintain.index_events(w, [event])
             if on_write is not None:
                 on_write(w, seq)
             w.touch_session(session, seq, recorded)
@@ -505,23 +508,25 @@ class Context:
                 "rebased": rebased,
                 "reason": tx.reason,
             }
-            w.append_event(
-                ev.Event(
-                    self.id,
-                    seq,
-                    ev.TX_COMMITTED,
-                    session,
-                    recorded,
-                    recorded,
-                    canonical,
-                    None,
-                    payload,
-                    version,
-                    row.clock,
-                    head,
-                )
+            event = ev.Event(
+                self.id,
+                seq,
+                ev.TX_COMMITTED,
+                session,
+                recorded,
+                recorded,
+                canonical,
+                None,
+                payload,
+                version,
+                row.clock,
+                head,
             )
+            reindex = maintain.frames_to_reindex(w, changes)
+            w.append_event(event)
             w.write_changes(changes, version, seq)
+            maintain.index_events(w, [event])
+            maintain.index_frames(w, list(reindex), recorded)
             w.set_row(
                 replace(
                     row,
@@ -562,6 +567,7 @@ class Context:
             w.write_changes(changes, None, seq)
             w.append_event(event)
             w.set_row(replace(row, last_seq=seq, head=head, window=window))
+            maintain.index_events(w, [event])
             w.touch_session(session, seq, recorded)
         return event
 

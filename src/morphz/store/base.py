@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from morphz.events import Event
-from morphz.mind.state import Changes, Frame, MindView, ObsState, SessionState, Snapshot
+from morphz.mind.state import Changes, Edge, Frame, MindView, ObsState, SessionState, Snapshot
+from morphz.store.sqlite_recall import SqliteRecall
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,12 @@ class ReadTxn(MindView, Protocol):
 
     @property
     def row(self) -> ContextRow: ...
+
+    @property
+    def recall(self) -> SqliteRecall: ...
+
+    def edges_of(self, frame_id: str) -> list[Edge]: ...
+    def citing(self, source: str) -> list[str]: ...
 
     def events(self, after_seq: int = 0) -> Iterator[Event]: ...
     def event(self, seq: int) -> Event | None: ...

@@ -27,6 +27,7 @@ from morphz.errors import (
 )
 from morphz.mind.state import GENESIS_HEAD
 from morphz.store.base import ContextRow
+from morphz.store.sqlite_recall import SqliteRecall
 from morphz.store.sqlite_txn import SqliteRead, SqliteWrite
 
 _CONTEXT_COLS = (
@@ -44,6 +45,22 @@ def _migrations() -> list[tuple[int, str, str]]:
         if name.endswith(".sql") and name[:4].isdigit():
             out.append((int(name[:4]), name[:-4], entry.read_text(encoding="utf-8")))
     return sorted(out)
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration script into complete statements (comments may follow a ``;``)."""
+    out: list[str] = []
+    buffer = ""
+    for line in sql.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            out.append(buffer)
+            buffer = ""
+    if buffer.strip() and not all(
+        part.strip().startswith("--") or not part.strip() for part in buffer.splitlines()
+    ):
+        raise SchemaError(f"incomplete statement at the end of a migration: {buffer[:80]!r}")
+    return out
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -147,9 +164,8 @@ class SqliteStore:
                 for number, name, sql in known:
                     if number in done:
                         continue
-                    for statement in sql.split(";\n"):
-                        if statement.strip():
-                            conn.execute(statement)
+                    for statement in _statements(sql):
+                        conn.execute(statement)
                     conn.execute(
                         "INSERT INTO schema_migrations VALUES (?, ?, datetime('now'))",
                         (number, name),
@@ -176,6 +192,7 @@ class SqliteStore:
                 f"INSERT INTO contexts ({_CONTEXT_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (context_id, created_at, 0, 0, 0, GENESIS_HEAD, window, window, 0.0, 0),
             )
+            SqliteRecall(conn, context_id).ensure()
         return ContextRow(context_id, created_at, 0, 0, 0, GENESIS_HEAD, window, window, 0.0, 0)
 
     def context_ids(self) -> list[str]:

@@ -9,7 +9,9 @@ from typing import Any
 
 from morphz.events import Event
 from morphz.mind.state import Changes, Edge, Frame, ObsState, SessionState, Snapshot
+from morphz.recall.documents import time_us
 from morphz.store.base import ActivationRow, ContextRow, SessionRow
+from morphz.store.sqlite_recall import SqliteRecall
 
 _FRAME_COLS = "frame_id, body, sources, revision, lifecycle, protected, pos, deadline, reason"
 _EVENT_COLS = (
@@ -80,6 +82,7 @@ class SqliteRead:
         self.cid = row.context_id
         self._row = row
         self._frames: dict[str, Frame | None] = {}
+        self.recall = SqliteRecall(conn, self.cid)
 
     # -- MindView
 
@@ -118,6 +121,25 @@ class SqliteRead:
         frame = _frame(row) if row is not None else None
         cache[frame_id] = frame
         return frame
+
+    def edges_of(self, frame_id: str) -> list[Edge]:
+        """Relations where ``frame_id`` is the subject or the object."""
+        rows = self.conn.execute(
+            "SELECT subject, relation, object FROM relations WHERE context_id = ? AND subject = ? "
+            "UNION SELECT subject, relation, object FROM relations WHERE context_id = ? "
+            "AND object = ? ORDER BY 1, 2, 3",
+            (self.cid, frame_id, self.cid, frame_id),
+        )
+        return [(s, r, o) for s, r, o in rows]
+
+    def citing(self, source: str) -> list[str]:
+        """Frames that cite ``source`` (a frame id or an @e ref)."""
+        rows = self.conn.execute(
+            "SELECT frame_id FROM frame_sources WHERE context_id = ? AND source = ? "
+            "ORDER BY frame_id",
+            (self.cid, source),
+        )
+        return [r[0] for r in rows]
 
     def has_edge(self, edge: Edge) -> bool:
         row = self.conn.execute(
@@ -330,7 +352,7 @@ class SqliteWrite(SqliteRead):
 
     def append_event(self, event: Event) -> None:
         self.conn.execute(
-            f"INSERT INTO events ({_EVENT_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT INTO events ({_EVENT_COLS}, time_us) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 self.cid,
                 event.seq,
@@ -344,13 +366,16 @@ class SqliteWrite(SqliteRead):
                 event.version,
                 event.clock,
                 event.head,
+                time_us(event.time),
             ),
         )
 
     def write_changes(self, changes: Changes, commit_version: int | None, seq: int) -> None:
         cid, conn = self.cid, self.conn
         for fid, frame in changes.frames.items():
+            old = self._frames[fid] if fid in self._frames else self.frame(fid)
             self._frames[fid] = frame
+            self._write_sources(fid, old, frame)
             if frame is None:
                 conn.execute("DELETE FROM frames WHERE context_id = ? AND frame_id = ?", (cid, fid))
             else:
@@ -361,7 +386,7 @@ class SqliteWrite(SqliteRead):
                 )
         for edge, present in changes.edges.items():
             if present:
-                conn.execute("INSERT INTO relations VALUES (?,?,?,?)", (cid, *edge))
+                conn.execute("INSERT OR IGNORE INTO relations VALUES (?,?,?,?)", (cid, *edge))
             else:
                 conn.execute(
                     "DELETE FROM relations WHERE context_id = ? AND subject = ? "
@@ -387,6 +412,20 @@ class SqliteWrite(SqliteRead):
                 "DO UPDATE SET version = excluded.version",
                 [(cid, b, commit_version) for b in changes.written],
             )
+
+    def _write_sources(self, fid: str, old: Frame | None, new: Frame | None) -> None:
+        before = set(old.sources) if old is not None else set()
+        after = set(new.sources) if new is not None else set()
+        if before == after:
+            return
+        self.conn.executemany(
+            "DELETE FROM frame_sources WHERE context_id = ? AND source = ? AND frame_id = ?",
+            [(self.cid, s, fid) for s in sorted(before - after)],
+        )
+        self.conn.executemany(
+            "INSERT INTO frame_sources VALUES (?, ?, ?)",
+            [(self.cid, s, fid) for s in sorted(after - before)],
+        )
 
     def _write_checkpoint(self, name: str, snap: Snapshot | None) -> None:
         cid, conn = self.cid, self.conn

@@ -1,0 +1,78 @@
+"""What the recall index holds for each event and frame (pure: no I/O).
+
+- Observations (except recall results, which copy other evidence), model replies and the reasons
+  of committed transactions are event documents: ``body`` is their text, ``near`` the text of the
+  previous observation in the same session (a question's words are often in the turn before the
+  answer; see :mod:`morphz.recall.tokenize` for the measured effect).
+- Frames are documents of their id, body and relations; their lifecycle is read at query time,
+  so retiring or restoring a frame does not touch the index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from morphz import events as ev
+from morphz.mind.lifecycle import OBSERVATION_KINDS
+from morphz.mind.state import Edge, Frame
+from morphz.recall.tokenize import index_text
+
+NEAR_CHARS = 2000  # how much of the previous observation feeds the near column
+NOT_INDEXED_KINDS: frozenset[str] = frozenset({"recall_result"})
+NEAR_KINDS: frozenset[str] = OBSERVATION_KINDS - NOT_INDEXED_KINDS
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class EventDoc:
+    seq: int
+    body: str  # token string (index_text output)
+    near: str
+
+
+@dataclass(frozen=True, slots=True)
+class FrameDoc:
+    frame_id: str
+    body: str | None  # token string; None removes the frame's document
+    time_us: int
+
+
+def time_us(iso: str) -> int:
+    """UTC microseconds since the epoch of an ISO 8601 time with offset."""
+    moment = datetime.fromisoformat(iso)
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def event_text(kind: str, text: str | None, payload: dict[str, Any] | None) -> str | None:
+    """The searchable text of an event, or None when the event is not indexed."""
+    if kind in NOT_INDEXED_KINDS:
+        return None
+    if kind in OBSERVATION_KINDS or kind == ev.MODEL_REPLY:
+        return text or None
+    if kind == ev.TX_COMMITTED:
+        reason = (payload or {}).get("reason")
+        return str(reason) if reason else None
+    return None
+
+
+def event_doc(seq: int, text: str, previous: str | None) -> EventDoc:
+    near = index_text(previous[:NEAR_CHARS]) if previous else ""
+    return EventDoc(seq, index_text(text), near)
+
+
+def frame_text(frame: Frame, edges: list[Edge]) -> str:
+    """Id, body and relations of a frame, as one searchable text."""
+    parts = [frame.id.replace("/", " "), frame.body]
+    for subject, relation, obj in edges:
+        other = obj if subject == frame.id else subject
+        parts.append(f"{relation.replace('-', ' ')} {other.replace('/', ' ')}")
+    return " ".join(parts)
+
+
+def frame_doc(frame: Frame | None, frame_id: str, edges: list[Edge], when_us: int) -> FrameDoc:
+    if frame is None:
+        return FrameDoc(frame_id, None, when_us)
+    return FrameDoc(frame_id, index_text(frame_text(frame, edges)), when_us)

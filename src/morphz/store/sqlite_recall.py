@@ -1,0 +1,347 @@
+"""SQLite side of the recall index: one FTS5 table per context, frame documents, searches.
+
+The FTS5 rowid of an event document is the event's ``seq``; frame documents get negative
+rowids, a new one each time the frame's text changes (``recall_frames`` maps frame -> rowid).
+Every write here runs inside the caller's write transaction, so the index changes together with
+the events and the mind it describes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from morphz.recall.documents import EventDoc, FrameDoc
+from morphz.recall.tokenize import CONTEXT_WEIGHT, FTS5_TOKENIZER
+
+_BM25 = f"bm25({{t}}, 1.0, {CONTEXT_WEIGHT})"
+
+
+@dataclass(frozen=True, slots=True)
+class Pin:
+    """The evidence set of a search: events up to ``max_seq``, frame documents up to
+    ``max_frame_doc`` (as positive counts)."""
+
+    max_seq: int
+    max_frame_doc: int
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    since_us: int | None = None
+    until_us: int | None = None
+    event_kinds: frozenset[str] | None = None  # None: any indexed event kind
+    frames: bool = True  # include frame documents
+    events: bool = True  # include event documents
+    lifecycles: frozenset[str] | None = None
+
+    @property
+    def needs_join(self) -> bool:
+        return (
+            self.since_us is not None
+            or self.until_us is not None
+            or self.event_kinds is not None
+            or self.lifecycles is not None
+            or not (self.frames and self.events)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStats:
+    fts_table: str
+    indexed_seq: int
+    event_docs: int
+    frame_docs: int
+    docs_by_kind: dict[str, int]
+
+
+class SqliteRecall:
+    """Recall index access for one context, on the connection of an open transaction."""
+
+    def __init__(self, conn: sqlite3.Connection, cid: str) -> None:
+        self.conn = conn
+        self.cid = cid
+        self._meta: tuple[str, int, int] | None = None
+
+    # -- the per-context table
+
+    def meta(self) -> tuple[str, int, int] | None:
+        """(fts table, indexed_seq, frame_docs), or None when this context has no index yet."""
+        if self._meta is None:
+            row = self.conn.execute(
+                "SELECT fts_table, indexed_seq, frame_docs FROM recall_meta WHERE context_id = ?",
+                (self.cid,),
+            ).fetchone()
+            self._meta = (row[0], row[1], row[2]) if row is not None else None
+        return self._meta
+
+    def table(self) -> str:
+        meta = self.meta()
+        return meta[0] if meta is not None else self.ensure()
+
+    def ensure(self, indexed_seq: int = 0) -> str:
+        """Create this context's FTS table (inside the caller's write transaction)."""
+        meta = self.meta()
+        if meta is not None:
+            return meta[0]
+        number = self.conn.execute(
+            "SELECT rowid FROM contexts WHERE context_id = ?", (self.cid,)
+        ).fetchone()[0]
+        name = f"recall_fts_{number}"
+        create_fts(self.conn, name)
+        self.conn.execute(
+            "INSERT INTO recall_meta VALUES (?, ?, ?, 0)", (self.cid, name, indexed_seq)
+        )
+        self._meta = (name, indexed_seq, 0)
+        return name
+
+    # -- writes
+
+    def add_events(self, docs: Iterable[EventDoc], through_seq: int, first_seq: int) -> None:
+        """Index event documents; every event ``first_seq..through_seq`` went through the
+        indexer (most produce a document, some kinds do not)."""
+        table = self.table()
+        self.conn.executemany(
+            f"INSERT INTO {table} (rowid, body, near) VALUES (?, ?, ?)",
+            [(d.seq, d.body, d.near) for d in docs],
+        )
+        meta = self.meta()
+        assert meta is not None
+        if meta[1] == first_seq - 1:  # contiguous: the index stays current
+            self.conn.execute(
+                "UPDATE recall_meta SET indexed_seq = ? WHERE context_id = ?",
+                (through_seq, self.cid),
+            )
+            self._meta = (meta[0], through_seq, meta[2])
+
+    def put_frames(self, docs: Iterable[FrameDoc]) -> None:
+        table = self.table()
+        for doc in docs:
+            old = self.conn.execute(
+                "SELECT doc_id FROM recall_frames WHERE context_id = ? AND frame_id = ?",
+                (self.cid, doc.frame_id),
+            ).fetchone()
+            if old is not None:
+                self.conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (old[0],))
+                self.conn.execute(
+                    "DELETE FROM recall_frames WHERE context_id = ? AND frame_id = ?",
+                    (self.cid, doc.frame_id),
+                )
+            if doc.body is None:
+                continue
+            meta = self.meta()
+            assert meta is not None
+            number = meta[2] + 1
+            self.conn.execute(
+                f"INSERT INTO {table} (rowid, body, near) VALUES (?, ?, '')", (-number, doc.body)
+            )
+            self.conn.execute(
+                "INSERT INTO recall_frames VALUES (?, ?, ?, ?)",
+                (self.cid, doc.frame_id, -number, doc.time_us),
+            )
+            self.conn.execute(
+                "UPDATE recall_meta SET frame_docs = ? WHERE context_id = ?", (number, self.cid)
+            )
+            self._meta = (meta[0], meta[1], number)
+
+    def previous_observation(
+        self, session_id: str, before_seq: int, kinds: frozenset[str]
+    ) -> str | None:
+        marks = ",".join("?" * len(kinds))
+        row = self.conn.execute(
+            f"SELECT text FROM events INDEXED BY events_session WHERE context_id = ? "
+            f"AND session_id = ? AND seq < ? AND kind IN ({marks}) ORDER BY seq DESC LIMIT 1",
+            (self.cid, session_id, before_seq, *sorted(kinds)),
+        ).fetchone()
+        return row[0] if row is not None else None
+
+    # -- searches
+
+    def doc_frequency(self, term_query: str, cap: int) -> int:
+        """How many documents match ``term_query``, counting at most ``cap``."""
+        table = self.table()
+        row = self.conn.execute(
+            f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
+            (term_query, cap),
+        ).fetchone()
+        return int(row[0])
+
+    def ranked(self, match: str, pin: Pin, filters: Filters, limit: int) -> list[tuple[int, float]]:
+        """(rowid, score) by bm25 (lower is better), ties newest first."""
+        table = self.table()
+        score = _BM25.format(t=table)
+        if not filters.needs_join:
+            sql = (
+                f"SELECT rowid, {score} AS s FROM {table} WHERE {table} MATCH ? "
+                "AND rowid <= ? AND rowid >= ? ORDER BY s, rowid DESC LIMIT ?"
+            )
+            rows = self.conn.execute(sql, (match, pin.max_seq, -pin.max_frame_doc, limit))
+            return [(r[0], r[1]) for r in rows]
+        where, params = _filter_sql(filters)
+        sql = (
+            f"SELECT f.rowid, {score} AS s FROM {table} f "
+            "LEFT JOIN events e ON f.rowid > 0 AND e.context_id = ? AND e.seq = f.rowid "
+            "LEFT JOIN observations o ON f.rowid > 0 AND o.context_id = ? AND o.seq = f.rowid "
+            "LEFT JOIN recall_frames rf ON f.rowid < 0 AND rf.context_id = ? "
+            "AND rf.doc_id = f.rowid "
+            "LEFT JOIN frames fr ON fr.context_id = ? AND fr.frame_id = rf.frame_id "
+            f"WHERE {table} MATCH ? AND f.rowid <= ? AND f.rowid >= ?{where} "
+            "ORDER BY s, f.rowid DESC LIMIT ?"
+        )
+        cid = self.cid
+        args = (cid, cid, cid, cid, match, pin.max_seq, -pin.max_frame_doc, *params, limit)
+        return [(r[0], r[1]) for r in self.conn.execute(sql, args)]
+
+    def chronological(
+        self, pin: Pin, filters: Filters, after: tuple[int, int] | None, limit: int
+    ) -> list[tuple[int, int]]:
+        """(time_us, rowid) in time order (ties by rowid), after the key ``after``."""
+        out: list[tuple[int, int]] = []
+        if filters.events:
+            out.extend(self._events_by_time(pin, filters, after, limit))
+        if filters.frames:
+            out.extend(self._frames_by_time(pin, filters, after, limit))
+        out.sort()
+        return out[:limit]
+
+    def _events_by_time(
+        self, pin: Pin, filters: Filters, after: tuple[int, int] | None, limit: int
+    ) -> list[tuple[int, int]]:
+        table = self.table()
+        sql = (
+            "SELECT e.time_us, e.seq FROM events e INDEXED BY events_time "
+            "LEFT JOIN observations o ON o.context_id = e.context_id AND o.seq = e.seq "
+            f"WHERE e.context_id = ? AND e.seq <= ? "
+            f"AND EXISTS (SELECT 1 FROM {table} d WHERE d.rowid = e.seq)"
+        )
+        params: list[object] = [self.cid, pin.max_seq]
+        if filters.event_kinds is not None:
+            kinds = sorted(filters.event_kinds)
+            sql += f" AND e.kind IN ({','.join('?' * len(kinds))})"
+            params.extend(kinds)
+        if filters.since_us is not None:
+            sql += " AND e.time_us >= ?"
+            params.append(filters.since_us)
+        if filters.until_us is not None:
+            sql += " AND e.time_us < ?"
+            params.append(filters.until_us)
+        if after is not None:
+            sql += " AND (e.time_us > ? OR (e.time_us = ? AND e.seq > ?))"
+            params.extend((after[0], after[0], after[1]))
+        if filters.lifecycles is not None:
+            lives = sorted(filters.lifecycles)
+            sql += f" AND coalesce(o.lifecycle, 'active') IN ({','.join('?' * len(lives))})"
+            params.extend(lives)
+        sql += " ORDER BY e.time_us, e.seq LIMIT ?"
+        params.append(limit)
+        return [(r[0], r[1]) for r in self.conn.execute(sql, params)]
+
+    def _frames_by_time(
+        self, pin: Pin, filters: Filters, after: tuple[int, int] | None, limit: int
+    ) -> list[tuple[int, int]]:
+        sql = (
+            "SELECT rf.time_us, rf.doc_id FROM recall_frames rf "
+            "JOIN frames fr ON fr.context_id = rf.context_id AND fr.frame_id = rf.frame_id "
+            "WHERE rf.context_id = ? AND rf.doc_id >= ?"
+        )
+        params: list[object] = [self.cid, -pin.max_frame_doc]
+        if filters.since_us is not None:
+            sql += " AND rf.time_us >= ?"
+            params.append(filters.since_us)
+        if filters.until_us is not None:
+            sql += " AND rf.time_us < ?"
+            params.append(filters.until_us)
+        if after is not None:
+            sql += " AND (rf.time_us > ? OR (rf.time_us = ? AND rf.doc_id > ?))"
+            params.extend((after[0], after[0], after[1]))
+        if filters.lifecycles is not None:
+            lives = sorted(filters.lifecycles)
+            sql += f" AND fr.lifecycle IN ({','.join('?' * len(lives))})"
+            params.extend(lives)
+        sql += " ORDER BY rf.time_us, rf.doc_id LIMIT ?"
+        params.append(limit)
+        return [(r[0], r[1]) for r in self.conn.execute(sql, params)]
+
+    def frame_docs(self, doc_ids: list[int]) -> dict[int, tuple[str, int]]:
+        """doc id -> (frame id, time_us) for frame documents."""
+        if not doc_ids:
+            return {}
+        marks = ",".join("?" * len(doc_ids))
+        rows = self.conn.execute(
+            f"SELECT doc_id, frame_id, time_us FROM recall_frames WHERE context_id = ? "
+            f"AND doc_id IN ({marks})",
+            (self.cid, *doc_ids),
+        )
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    def pin(self, last_seq: int) -> Pin:
+        meta = self.meta()
+        return Pin(last_seq, meta[2] if meta is not None else 0)
+
+    # -- inspection and rebuild
+
+    def stats(self) -> IndexStats | None:
+        meta = self.meta()
+        if meta is None:
+            return None
+        table = meta[0]
+        by_kind = dict(
+            self.conn.execute(
+                f"SELECT e.kind, count(*) FROM {table} f JOIN events e "
+                "ON e.context_id = ? AND e.seq = f.rowid WHERE f.rowid > 0 GROUP BY e.kind",
+                (self.cid,),
+            ).fetchall()
+        )
+        frames = self.conn.execute(
+            "SELECT count(*) FROM recall_frames WHERE context_id = ?", (self.cid,)
+        ).fetchone()[0]
+        by_kind["frame"] = frames
+        events = sum(v for k, v in by_kind.items() if k != "frame")
+        return IndexStats(table, meta[1], events, frames, by_kind)
+
+    def documents(self) -> Iterator[tuple[str, str, str]]:
+        """Every document as (key, body, near): ``@e<seq>`` or ``frame:<id>``; for comparing a
+        rebuilt index with the live one."""
+        table = self.table()
+        rows = self.conn.execute(
+            f"SELECT f.rowid, f.body, f.near, rf.frame_id FROM {table} f "
+            "LEFT JOIN recall_frames rf ON f.rowid < 0 AND rf.context_id = ? "
+            "AND rf.doc_id = f.rowid ORDER BY f.rowid",
+            (self.cid,),
+        )
+        for rowid, body, near, frame_id in rows:
+            key = f"@e{rowid}" if rowid > 0 else f"frame:{frame_id}"
+            yield key, body, near
+
+
+def _filter_sql(filters: Filters) -> tuple[str, list[object]]:
+    where = ""
+    params: list[object] = []
+    if not filters.events:
+        where += " AND f.rowid < 0"
+    if not filters.frames:
+        where += " AND f.rowid > 0"
+    if filters.event_kinds is not None:
+        kinds = sorted(filters.event_kinds)
+        where += f" AND (f.rowid < 0 OR e.kind IN ({','.join('?' * len(kinds))}))"
+        params.extend(kinds)
+    if filters.since_us is not None:
+        where += " AND coalesce(e.time_us, rf.time_us) >= ?"
+        params.append(filters.since_us)
+    if filters.until_us is not None:
+        where += " AND coalesce(e.time_us, rf.time_us) < ?"
+        params.append(filters.until_us)
+    if filters.lifecycles is not None:
+        lives = sorted(filters.lifecycles)
+        where += (
+            f" AND coalesce(o.lifecycle, fr.lifecycle, 'active') IN ({','.join('?' * len(lives))})"
+        )
+        params.extend(lives)
+    return where, params
+
+
+def create_fts(conn: sqlite3.Connection, name: str) -> None:
+    conn.execute(
+        f"CREATE VIRTUAL TABLE {name} USING fts5(body, near, tokenize = '{FTS5_TOKENIZER}')"
+    )
