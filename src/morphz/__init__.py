@@ -6,7 +6,7 @@ transactions.
 >>> ctx = db.context("context-default", create=True)   # doctest: +SKIP
 """
 
-from morphz.contextdb import DEFAULT_CONTEXT, DEFAULT_SESSION, Context, Database, Observation, open
+from morphz.contextdb import DEFAULT_CONTEXT, DEFAULT_SESSION, Context, Database, open
 from morphz.errors import (
     BudgetError,
     ConflictError,
@@ -26,6 +26,7 @@ from morphz.errors import (
 )
 from morphz.events import Event
 from morphz.mind import CLOCK_KINDS, DEFAULT_WINDOW, OBSERVATION_KINDS
+from morphz.observe import Observation
 from morphz.results import AuditReport, Mind, Receipt, Status
 from morphz.txlang import parse_tx, print_tx, read_tx
 

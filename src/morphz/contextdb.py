@@ -9,20 +9,20 @@ transaction per logical step, through the pure mind layer.
 
 from __future__ import annotations
 
-import json
+import time as time_module
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 from morphz import events as ev
+from morphz import observe as appending
 from morphz.errors import InputError, StoreError
 from morphz.ids import describe_id_rules, is_id, is_ref, make_ref, ref_seq
 from morphz.mind import (
     DEFAULT_WINDOW,
-    OBSERVATION_KINDS,
     Changes,
     Env,
     advances_clock,
@@ -35,12 +35,15 @@ from morphz.mind import (
     tx_boundaries,
 )
 from morphz.mind.lifecycle import MAX_WINDOW
-from morphz.mind.state import ObsState
+from morphz.observe import Observation
 from morphz.recall import maintain
 from morphz.results import AuditReport, FrameView, Mind, ObservationView, Receipt, Status
 from morphz.store.base import ActivationRow, SessionRow, Store, WriteTxn
 from morphz.store.sqlite import SqliteStore
 from morphz.txlang import print_tx, read_tx
+
+if TYPE_CHECKING:
+    from morphz.recall.api import Recall, RecallIndex
 
 DEFAULT_SESSION = "default"
 DEFAULT_CONTEXT = "context-default"
@@ -68,28 +71,6 @@ def normalize_time(value: datetime | str | None, what: str = "time") -> str | No
             f"{what} {value!s} has no UTC offset: add one, e.g. 2026-08-04T09:00:00+08:00 or Z"
         )
     return parsed.isoformat()
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """One observation to append (see :meth:`Context.observe_batch`)."""
-
-    kind: str
-    text: str
-    time: datetime | str | None = None
-    meta: Mapping[str, Any] | None = None
-
-
-def _check_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if meta is None:
-        return None
-    if not isinstance(meta, Mapping):
-        raise InputError("meta must be a JSON object (a mapping)")
-    try:
-        json.dumps(meta)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"meta must be JSON-serializable: {exc}") from exc
-    return dict(meta)
 
 
 def _check_id(value: str, what: str) -> str:
@@ -266,6 +247,20 @@ class Context:
         with self.db.store.read(self.id) as r:
             return r.activations(running_only)
 
+    @property
+    def recall(self) -> Recall:
+        """Search, read, traverse, and deliver recall results (:mod:`morphz.recall`)."""
+        from morphz.recall.api import Recall
+
+        return Recall(self)
+
+    @property
+    def recall_index(self) -> RecallIndex:
+        """Inspect and rebuild this context's recall index."""
+        from morphz.recall.api import RecallIndex
+
+        return RecallIndex(self)
+
     def audit(self, progress: Callable[[int, int], None] | None = None) -> AuditReport:
         """Replay every event from genesis and compare with the stored projection.
         ``progress(done, total)`` is called every few thousand events."""
@@ -292,57 +287,56 @@ class Context:
     ) -> list[ev.Event]:
         """Append observations as one batch in one database transaction. The clock advances
         once if any of them ticks it, and due retirements are finalized in that same transaction."""
-        batch = [self._check_observation(item) for item in items]
+        batch = [appending.check(item) for item in items]
         if not batch:
             raise InputError("observe_batch needs at least one observation")
         _check_id(session, "session id")
         recorded = self.db.timestamp()
-        tick = advances_clock([item[0] for item in batch])
-        out: list[ev.Event] = []
+        tick = advances_clock([item.kind for item in batch])
         with self.db.store.write(self.id) as w:
-            row = w.row
-            head, seq = row.head, row.last_seq
-            for index, (kind, text, time, meta) in enumerate(batch):
-                seq += 1
-                changes = Changes()
-                ensure_session(w, changes, session)
-                changes.observations[seq] = _obs_state(seq, kind, text)
-                clock = row.clock + 1 if tick and index == len(batch) - 1 else row.clock
-                if clock != row.clock:
-                    changes.clock = clock
-                head = chain_head(head, changes)
-                event = ev.Event(
-                    self.id,
-                    seq,
-                    kind,
-                    session,
-                    time or recorded,
-                    recorded,
-                    text,
-                    meta,
-                    {"tick": True} if changes.clock is not None else None,
-                    row.version,
-                    clock,
-                    head,
-                )
-                w.write_changes(changes, None, seq)
-                w.append_event(event)
-                out.append(event)
-                row = replace(row, last_seq=seq, clock=clock, head=head)
-                w.set_row(row)
-            maintain.index_events(w, out)
+            out = appending.append(w, session, batch, recorded, tick)
             if tick:
                 self._finalize(w, session, recorded)
             w.touch_session(session, w.row.last_seq, recorded)
         return out
 
-    def _check_observation(self, item: Observation) -> tuple[str, str, str | None, Any]:
-        if item.kind not in OBSERVATION_KINDS:
-            kinds = ", ".join(sorted(OBSERVATION_KINDS))
-            raise InputError(f"unknown observation kind {item.kind!r}: use one of {kinds}")
-        if not isinstance(item.text, str):
-            raise InputError("observation text must be a string")
-        return item.kind, item.text, normalize_time(item.time), _check_meta(item.meta)
+    def import_history(
+        self,
+        source: str | Path | IO[str],
+        *,
+        session: str = DEFAULT_SESSION,
+        progress: appending.ProgressFn | None = None,
+    ) -> appending.ImportReport:
+        """Import a JSON Lines history, one observation per line:
+        ``{"kind": "user_message", "text": "...", "time": "2023-05-08T13:56:00+00:00",
+        "meta": {...}}`` (kind defaults to user_message; time and meta are optional).
+
+        Every line is validated first (an error names its line); then all of them are appended
+        in one database transaction, as one batch (one clock tick) - all or nothing."""
+        _check_id(session, "session id")
+        started = time_module.perf_counter()
+        items = appending.parse_all(appending.read_lines(source))
+        recorded = self.db.timestamp()
+        tick = advances_clock([item.kind for item in items])
+        events: list[ev.Event] = []
+        with self.db.store.write(self.id) as w:
+            for start in range(0, len(items), appending.IMPORT_CHUNK):
+                chunk = items[start : start + appending.IMPORT_CHUNK]
+                last = start + len(chunk) >= len(items)
+                done = appending.append(w, session, chunk, recorded, tick and last)
+                events.extend((done[0], done[-1]))
+                if progress is not None:
+                    progress(start + len(chunk), len(items))
+            if tick:
+                self._finalize(w, session, recorded)
+            w.touch_session(session, w.row.last_seq, recorded)
+        return appending.ImportReport(
+            self.id,
+            len(items),
+            events[0].ref,
+            events[-1].ref,
+            time_module.perf_counter() - started,
+        )
 
     def _finalize(self, w: WriteTxn, session: str, recorded: str) -> None:
         """Finalize retirements that are due at the current clock, as a runtime commit."""
@@ -385,7 +379,7 @@ class Context:
             raise InputError(
                 f"record() takes {sorted(ev.RECORD_KINDS)}; use observe() for {kind!r}"
             )
-        return self._runtime_event(kind, text, _check_meta(payload), session)
+        return self._runtime_event(kind, text, appending.check_meta(payload), session)
 
     def _runtime_event(
         self,
@@ -570,10 +564,6 @@ class Context:
             maintain.index_events(w, [event])
             w.touch_session(session, seq, recorded)
         return event
-
-
-def _obs_state(seq: int, kind: str, text: str) -> ObsState:
-    return ObsState(seq, kind, "active", False, len(text))
 
 
 def _parse_ref(ref: str) -> int:

@@ -18,6 +18,9 @@ map this tree to their own outputs in exactly one place each.
     ├── ContextNotFoundError         not-found      no context of that name in the store
     ├── ContextExistsError           exists         create of a context that already exists
     ├── InputError                   input          a bad argument to an API call (kind, time, meta)
+    │   ├── CursorError              cursor         a cursor altered, or of another query
+    │   └── HistoryImportError       import         a bad line in a history import (names the line)
+    ├── RecordNotFoundError          not-found      an event ref or frame a read asked for
     └── StoreError                   store          the database failed or cannot be opened
         ├── StoreBusyError           busy           the database stayed locked past the timeout
         └── SchemaError              schema         the file is newer than this Morphz, or corrupt
@@ -129,6 +132,27 @@ class ContextExistsError(MorphzError):
 
 class InputError(MorphzError):
     code = "input"
+
+
+class CursorError(InputError):
+    code = "cursor"
+
+
+class HistoryImportError(InputError):
+    """A history import refused: ``line`` names the offending line (1-based)."""
+
+    code = "import"
+
+    def __init__(self, message: str, *, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "line": self.line}
+
+
+class RecordNotFoundError(MorphzError):
+    code = "not-found"
 
 
 class StoreError(MorphzError):

@@ -185,5 +185,9 @@ def match_query(query: str, max_terms: int = _MAX_QUERY_TERMS) -> str | None:
     terms = query_terms(query, max_terms)
     if not terms:
         return None
-    parts = [f'"{t}"*' if len(t) == 1 and _CJK_RUN.match(t) else f'"{t}"' for t in terms]
-    return " OR ".join(parts)
+    return " OR ".join(quote_term(t) for t in terms)
+
+
+def quote_term(term: str) -> str:
+    """One query term as an FTS5 expression: quoted; a lone CJK character as a prefix term."""
+    return f'"{term}"*' if len(term) == 1 and _CJK_RUN.match(term) else f'"{term}"'

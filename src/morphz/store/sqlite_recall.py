@@ -48,6 +48,30 @@ class Filters:
 
 
 @dataclass(frozen=True, slots=True)
+class EventRow:
+    seq: int
+    kind: str
+    session_id: str
+    time: str
+    text: str | None
+    meta: str | None  # JSON
+    payload: str | None  # JSON
+    lifecycle: str | None  # observations only
+
+
+@dataclass(frozen=True, slots=True)
+class FrameRow:
+    doc_id: int
+    frame_id: str
+    time_us: int
+    body: str
+    sources: str
+    lifecycle: str
+    revision: int
+    protected: int
+
+
+@dataclass(frozen=True, slots=True)
 class IndexStats:
     fts_table: str
     indexed_seq: int
@@ -275,6 +299,41 @@ class SqliteRecall:
         )
         return {r[0]: (r[1], r[2]) for r in rows}
 
+    def events_by_seq(self, seqs: list[int]) -> dict[int, EventRow]:
+        """Hit hydration: the events ``seqs`` with their observation lifecycle."""
+        if not seqs:
+            return {}
+        marks = ",".join("?" * len(seqs))
+        rows = self.conn.execute(
+            "SELECT e.seq, e.kind, e.session_id, e.time, e.text, e.meta, e.payload, o.lifecycle "
+            "FROM events e LEFT JOIN observations o ON o.context_id = e.context_id "
+            f"AND o.seq = e.seq WHERE e.context_id = ? AND e.seq IN ({marks})",
+            (self.cid, *seqs),
+        )
+        return {r[0]: EventRow(*r) for r in rows}
+
+    def frames_by_doc(self, doc_ids: list[int]) -> dict[int, FrameRow]:
+        """Hit hydration: frame documents with their frame's current row."""
+        if not doc_ids:
+            return {}
+        marks = ",".join("?" * len(doc_ids))
+        rows = self.conn.execute(
+            "SELECT rf.doc_id, rf.frame_id, rf.time_us, f.body, f.sources, f.lifecycle, "
+            "f.revision, f.protected FROM recall_frames rf JOIN frames f "
+            "ON f.context_id = rf.context_id AND f.frame_id = rf.frame_id "
+            f"WHERE rf.context_id = ? AND rf.doc_id IN ({marks})",
+            (self.cid, *doc_ids),
+        )
+        return {r[0]: FrameRow(*r) for r in rows}
+
+    def secret(self, name: str) -> bytes:
+        row = self.conn.execute(
+            "SELECT value FROM store_secrets WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            raise LookupError(f"store secret {name!r} is missing")
+        return bytes(row[0])
+
     def pin(self, last_seq: int) -> Pin:
         meta = self.meta()
         return Pin(last_seq, meta[2] if meta is not None else 0)
@@ -299,6 +358,49 @@ class SqliteRecall:
         by_kind["frame"] = frames
         events = sum(v for k, v in by_kind.items() if k != "frame")
         return IndexStats(table, meta[1], events, frames, by_kind)
+
+    def begin_rebuild(self) -> str:
+        """Create an empty building table beside the live one (dropping a stale one)."""
+        building = f"{self.table()}_rebuild"
+        self.conn.execute(f"DROP TABLE IF EXISTS {building}")
+        create_fts(self.conn, building)
+        return building
+
+    def add_to(self, table: str, docs: Iterable[EventDoc]) -> None:
+        self.conn.executemany(
+            f"INSERT INTO {table} (rowid, body, near) VALUES (?, ?, ?)",
+            [(d.seq, d.body, d.near) for d in docs],
+        )
+
+    def finish_rebuild(self, building: str, frames: list[FrameDoc], indexed_seq: int) -> None:
+        """Swap the building table in: frame documents renumbered 1..n, old times kept."""
+        live = self.table()
+        old_times = dict(
+            self.conn.execute(
+                "SELECT frame_id, time_us FROM recall_frames WHERE context_id = ?", (self.cid,)
+            ).fetchall()
+        )
+        self.conn.execute("DELETE FROM recall_frames WHERE context_id = ?", (self.cid,))
+        number = 0
+        for doc in frames:
+            if doc.body is None:
+                continue
+            number += 1
+            when = old_times.get(doc.frame_id, doc.time_us)
+            self.conn.execute(
+                f"INSERT INTO {building} (rowid, body, near) VALUES (?, ?, '')", (-number, doc.body)
+            )
+            self.conn.execute(
+                "INSERT INTO recall_frames VALUES (?, ?, ?, ?)",
+                (self.cid, doc.frame_id, -number, when),
+            )
+        self.conn.execute(f"DROP TABLE {live}")
+        self.conn.execute(f"ALTER TABLE {building} RENAME TO {live}")
+        self.conn.execute(
+            "UPDATE recall_meta SET indexed_seq = ?, frame_docs = ? WHERE context_id = ?",
+            (indexed_seq, number, self.cid),
+        )
+        self._meta = (live, indexed_seq, number)
 
     def documents(self) -> Iterator[tuple[str, str, str]]:
         """Every document as (key, body, near): ``@e<seq>`` or ``frame:<id>``; for comparing a

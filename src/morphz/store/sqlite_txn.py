@@ -220,10 +220,11 @@ class SqliteRead:
 
     # -- wider reads
 
-    def events(self, after_seq: int = 0) -> Iterator[Event]:
+    def events(self, after_seq: int = 0, limit: int | None = None) -> Iterator[Event]:
         cursor = self.conn.execute(
-            f"SELECT {_EVENT_COLS} FROM events WHERE context_id = ? AND seq > ? ORDER BY seq",
-            (self.cid, after_seq),
+            f"SELECT {_EVENT_COLS} FROM events WHERE context_id = ? AND seq > ? ORDER BY seq "
+            "LIMIT ?",
+            (self.cid, after_seq, -1 if limit is None else limit),
         )
         while True:
             rows = cursor.fetchmany(1000)
@@ -351,23 +352,29 @@ class SqliteWrite(SqliteRead):
         return row is not None
 
     def append_event(self, event: Event) -> None:
-        self.conn.execute(
+        self.append_events([event])
+
+    def append_events(self, events: list[Event]) -> None:
+        self.conn.executemany(
             f"INSERT INTO events ({_EVENT_COLS}, time_us) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                self.cid,
-                event.seq,
-                event.kind,
-                event.session_id,
-                event.time,
-                event.recorded_at,
-                event.text,
-                _dumps(event.meta),
-                _dumps(event.payload),
-                event.version,
-                event.clock,
-                event.head,
-                time_us(event.time),
-            ),
+            [
+                (
+                    self.cid,
+                    e.seq,
+                    e.kind,
+                    e.session_id,
+                    e.time,
+                    e.recorded_at,
+                    e.text,
+                    _dumps(e.meta),
+                    _dumps(e.payload),
+                    e.version,
+                    e.clock,
+                    e.head,
+                    time_us(e.time),
+                )
+                for e in events
+            ],
         )
 
     def write_changes(self, changes: Changes, commit_version: int | None, seq: int) -> None:
@@ -393,10 +400,13 @@ class SqliteWrite(SqliteRead):
                     "AND relation = ? AND object = ?",
                     (cid, *edge),
                 )
-        for obs in changes.observations.values():
-            conn.execute(
+        if changes.observations:
+            conn.executemany(
                 "INSERT OR REPLACE INTO observations VALUES (?,?,?,?,?,?)",
-                (cid, obs.seq, obs.kind, obs.lifecycle, int(obs.protected), obs.chars),
+                [
+                    (cid, o.seq, o.kind, o.lifecycle, int(o.protected), o.chars)
+                    for o in changes.observations.values()
+                ],
             )
         for name, snap in changes.checkpoints.items():
             self._write_checkpoint(name, snap)

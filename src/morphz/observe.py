@@ -1,0 +1,186 @@
+"""Appending observations: one batch, one database transaction, one clock tick at most.
+
+Each observation is its own step of the head-hash chain (its observation-state row, and the
+session row when it opens a session); the clock tick is part of the batch's last step, and the
+retirements it makes due are finalized in the same database transaction (a runtime commit).
+Rows are written with one statement per table for the whole batch, so long histories import fast.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+from morphz import events as ev
+from morphz.errors import HistoryImportError, InputError, MorphzError
+from morphz.mind import OBSERVATION_KINDS, Changes, Overlay, chain_head, ensure_session
+from morphz.mind.state import ObsState
+from morphz.recall import maintain
+from morphz.store.base import WriteTxn
+
+IMPORT_CHUNK = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One observation to append (see :meth:`morphz.Context.observe_batch`)."""
+
+    kind: str
+    text: str
+    time: datetime | str | None = None
+    meta: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    kind: str
+    text: str
+    time: str | None
+    meta: dict[str, Any] | None
+
+
+def check_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if meta is None:
+        return None
+    if not isinstance(meta, Mapping):
+        raise InputError("meta must be a JSON object (a mapping)")
+    try:
+        json.dumps(meta)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"meta must be JSON-serializable: {exc}") from exc
+    return dict(meta)
+
+
+def check(item: Observation) -> Checked:
+    from morphz.contextdb import normalize_time
+
+    if item.kind not in OBSERVATION_KINDS:
+        kinds = ", ".join(sorted(OBSERVATION_KINDS))
+        raise InputError(f"unknown observation kind {item.kind!r}: use one of {kinds}")
+    if not isinstance(item.text, str):
+        raise InputError("observation text must be a string")
+    return Checked(item.kind, item.text, normalize_time(item.time), check_meta(item.meta))
+
+
+def append(
+    w: WriteTxn, session: str, batch: list[Checked], recorded: str, tick: bool
+) -> list[ev.Event]:
+    """Append ``batch`` in ``session``; ``tick`` advances the clock with the last one."""
+    row = w.row
+    merged = Changes()
+    view = Overlay(w, merged)
+    head, seq, clock = row.head, row.last_seq, row.clock
+    out: list[ev.Event] = []
+    last = len(batch) - 1
+    for index, item in enumerate(batch):
+        seq += 1
+        changes = Changes()
+        ensure_session(view, changes, session)
+        merged.sessions.update(changes.sessions)
+        obs = ObsState(seq, item.kind, "active", False, len(item.text))
+        changes.observations[seq] = obs
+        merged.observations[seq] = obs
+        if tick and index == last:
+            clock += 1
+            changes.clock = clock
+        head = chain_head(head, changes)
+        payload = {"tick": True} if changes.clock is not None else None
+        out.append(
+            ev.Event(
+                row.context_id,
+                seq,
+                item.kind,
+                session,
+                item.time or recorded,
+                recorded,
+                item.text,
+                item.meta,
+                payload,
+                row.version,
+                clock,
+                head,
+            )
+        )
+    first = row.last_seq + 1
+    w.write_changes(merged, None, first)
+    w.append_events(out)
+    w.set_row(replace(row, last_seq=seq, clock=clock, head=head))
+    maintain.index_events(w, out)
+    return out
+
+
+# ------------------------------------------------------------------ history import
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    context: str
+    observations: int
+    first_ref: str | None
+    last_ref: str | None
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "context": self.context,
+            "observations": self.observations,
+            "first": self.first_ref,
+            "last": self.last_ref,
+            "seconds": round(self.seconds, 3),
+            "rate_per_s": round(self.observations / self.seconds, 1) if self.seconds else None,
+        }
+
+
+def parse_line(number: int, line: str) -> Checked:
+    """One JSON Lines record: {"kind"?, "text", "time"?, "meta"?}; errors name the line."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise HistoryImportError(f"line {number}: not valid JSON ({exc.msg})", line=number) from exc
+    if not isinstance(record, dict):
+        raise HistoryImportError(f"line {number}: expected a JSON object", line=number)
+    unknown = set(record) - {"kind", "text", "time", "meta"}
+    if unknown:
+        raise HistoryImportError(
+            f"line {number}: unknown field(s) {sorted(unknown)}; use kind, text, time, meta",
+            line=number,
+        )
+    if "text" not in record:
+        raise HistoryImportError(f'line {number}: "text" is required', line=number)
+    try:
+        return check(
+            Observation(
+                record.get("kind", "user_message"),
+                record["text"],
+                record.get("time"),
+                record.get("meta"),
+            )
+        )
+    except MorphzError as exc:
+        raise HistoryImportError(f"line {number}: {exc.message}", line=number) from exc
+
+
+def read_lines(source: str | Path | IO[str]) -> Iterator[tuple[int, str]]:
+    if isinstance(source, str | Path):
+        with Path(source).open(encoding="utf-8") as handle:
+            yield from read_lines(handle)
+        return
+    for number, line in enumerate(source, start=1):
+        if line.strip():
+            yield number, line
+
+
+def parse_all(lines: Iterable[tuple[int, str]]) -> list[Checked]:
+    """Validate every line before anything is written (the import is all-or-nothing)."""
+    items = [parse_line(number, line) for number, line in lines]
+    if not items:
+        raise HistoryImportError("the file holds no observations", line=None)
+    return items
+
+
+ProgressFn = Callable[[int, int], None]

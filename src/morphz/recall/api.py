@@ -1,0 +1,209 @@
+"""The recall API on a context: ``ctx.recall`` and ``ctx.recall_index``.
+
+Operator reads (:meth:`Recall.search`, :meth:`Recall.read`, :meth:`Recall.frame`) change
+nothing. The agent's path, :meth:`Recall.deliver`, runs the same read and appends its result as
+a new ``recall_result`` observation (which does not tick the clock); nothing enters the mind until
+the agent commits a transaction that derives from it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from morphz.errors import InputError
+from morphz.events import Event
+from morphz.recall import maintain
+from morphz.recall.documents import time_us
+from morphz.recall.read import DEFAULT_READ_CHARS, ReadPage, read
+from morphz.recall.search import SearchPage, search
+from morphz.recall.traverse import Direction, TraversalPage, traverse
+
+if TYPE_CHECKING:
+    from morphz.contextdb import Context
+
+CURSOR_KEY = "cursor-key"
+REBUILD_BATCH = 5000
+
+
+class Recall:
+    """Search, read and traverse one context's history and mind."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def search(
+        self,
+        query: str | None = None,
+        *,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        limit: int = 10,
+        cursor: str | None = None,
+        kinds: list[str] | None = None,
+        lifecycle: list[str] | None = None,
+    ) -> SearchPage:
+        """Lexical search (BM25), a time range (chronological), or both. ``since`` inclusive,
+        ``until`` exclusive, both with a UTC offset; ``limit`` 1-100; pass ``next_cursor`` back
+        unchanged for the next page. ``kinds``: observations, frames, replies, transactions or
+        event kinds; ``lifecycle``: active, retiring, retired."""
+        with self.ctx.db.store.read(self.ctx.id) as r:
+            key = r.recall.secret(CURSOR_KEY)
+            return search(
+                r,
+                key,
+                query,
+                since=since,
+                until=until,
+                limit=limit,
+                cursor=cursor,
+                kinds=kinds,
+                lifecycle=lifecycle,
+            )
+
+    def read(self, ref: str, *, offset: int = 0, limit: int = DEFAULT_READ_CHARS) -> ReadPage:
+        """A page of one event's full content by ``@e42`` or ``<context>:@e42``."""
+        with self.ctx.db.store.read(self.ctx.id) as r:
+            return read(r, ref, offset, limit)
+
+    def frame(
+        self,
+        frame_id: str,
+        *,
+        depth: int = 2,
+        direction: Direction = "ancestors",
+        include_events: bool = False,
+        include_bodies: bool = False,
+        budget: int = 50,
+        cursor: str | None = None,
+    ) -> TraversalPage:
+        """Traverse from a frame through source and relation links (depth <= 4)."""
+        with self.ctx.db.store.read(self.ctx.id) as r:
+            key = r.recall.secret(CURSOR_KEY)
+            return traverse(
+                r,
+                key,
+                frame_id,
+                depth=depth,
+                direction=direction,
+                include_events=include_events,
+                include_bodies=include_bodies,
+                budget=budget,
+                cursor=cursor,
+            )
+
+    def deliver(
+        self,
+        op: Literal["search", "read", "frame"],
+        *,
+        session: str = "default",
+        **params: Any,
+    ) -> tuple[SearchPage | ReadPage | TraversalPage, Event]:
+        """The agent's recall: run ``op`` with ``params`` and append the result as a
+        ``recall_result`` observation in ``session``. Returns the result and the new event."""
+        result: SearchPage | ReadPage | TraversalPage
+        if op == "search":
+            result = self.search(**params)
+        elif op == "read":
+            result = self.read(**params)
+        elif op == "frame":
+            result = self.frame(**params)
+        else:
+            raise InputError(f"unknown recall operation {op!r}: use search, read or frame")
+        text = json.dumps(result.to_dict(), ensure_ascii=False, indent=1, default=str)
+        request = {
+            k: v if isinstance(v, str | int | float | bool | list) or v is None else str(v)
+            for k, v in params.items()
+        }
+        meta = {"recall": {"op": op, "params": request}}
+        event = self.ctx.observe("recall_result", text, meta=meta, session=session)
+        return result, event
+
+
+@dataclass(frozen=True, slots=True)
+class IndexReport:
+    context: str
+    table: str | None
+    documents: dict[str, int]
+    event_documents: int
+    frame_documents: int
+    frames: int
+    last_event: int
+    indexed_through: int
+    current: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "context": self.context,
+            "table": self.table,
+            "documents": self.documents,
+            "event_documents": self.event_documents,
+            "frame_documents": self.frame_documents,
+            "frames": self.frames,
+            "last_event": self.last_event,
+            "last_indexed_event": self.indexed_through,
+            "current": self.current,
+        }
+
+
+class RecallIndex:
+    """Inspect and rebuild the derived recall index (events and mind are never touched)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def inspect(self) -> IndexReport:
+        with self.ctx.db.store.read(self.ctx.id) as r:
+            stats = r.recall.stats()
+            frames = sum(r.frame_counts()[k] for k in ("active", "retiring", "retired"))
+            last = r.row.last_seq
+            if stats is None:
+                return IndexReport(self.ctx.id, None, {}, 0, 0, frames, last, 0, last == 0)
+            current = stats.indexed_seq == last and stats.frame_docs == frames
+            return IndexReport(
+                self.ctx.id,
+                stats.fts_table,
+                stats.docs_by_kind,
+                stats.event_docs,
+                stats.frame_docs,
+                frames,
+                last,
+                stats.indexed_seq,
+                current,
+            )
+
+    def documents(self) -> list[tuple[str, str, str]]:
+        """Every indexed document as (key, body tokens, near tokens), sorted by key."""
+        with self.ctx.db.store.read(self.ctx.id) as r:
+            return sorted(r.recall.documents())
+
+    def rebuild(self, progress: Callable[[int, int], None] | None = None) -> IndexReport:
+        """Regenerate the index from events and mind into a new table, in batches of
+        :data:`REBUILD_BATCH` events (one short write transaction each, so writers are not
+        held up), then swap it in. The live index serves searches until the swap; an
+        interrupted rebuild leaves it untouched, and running it again starts over."""
+        store, cid = self.ctx.db.store, self.ctx.id
+        with store.write(cid) as w:
+            target = w.row.last_seq
+            building = w.recall.begin_rebuild()
+        previous: dict[str, str | None] = {}
+        seq = 0
+        while seq < target:
+            with store.write(cid) as w:
+                events = [e for e in w.events(seq, REBUILD_BATCH) if e.seq <= target]
+                w.recall.add_to(building, maintain.event_docs(events, previous, None))
+            seq = events[-1].seq if events else target
+            if progress is not None:
+                progress(seq, target)
+        with store.write(cid) as w:
+            rest = list(w.events(seq))
+            w.recall.add_to(building, maintain.event_docs(rest, previous, None))
+            now = time_us(self.ctx.db.timestamp())
+            frames = maintain.frame_docs(w, [f.id for f in w.frames()], now)
+            w.recall.finish_rebuild(building, frames, w.row.last_seq)
+        if progress is not None:
+            progress(target, target)
+        return self.inspect()

@@ -1,0 +1,278 @@
+"""Lexical and time-range search over a context's events and frames.
+
+- A query is ranked by BM25 (FTS5) over each document's own text and, at weight 0.5, the text of
+  the observation before it in the same session; ties go to the newer document.
+- Very common words are handled in two steps: stopwords never reach the index, and among the
+  remaining query words those found in more than :data:`COMMON_DOCS` documents are left out of
+  the match when rarer words remain (they would add little to the ranking and cost a scan of a
+  huge posting list). When every word is common, documents must contain all of them.
+- A time range alone pages chronologically (``since`` inclusive, ``until`` exclusive).
+- Paging: the first page pins the evidence set (events up to the current seq, frame documents
+  up to the current count). A ranked cursor carries the ids already returned, so every document of
+  the evidence set is returned at most once and none is skipped even when events arrive between
+  pages; a chronological cursor carries the last (time, id) key.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from morphz import events as ev
+from morphz.errors import InputError
+from morphz.ids import make_ref
+from morphz.mind.lifecycle import OBSERVATION_KINDS
+from morphz.recall import cursors
+from morphz.recall.documents import time_us
+from morphz.recall.tokenize import query_terms, quote_term
+from morphz.store.base import ReadTxn
+from morphz.store.sqlite_recall import EventRow, Filters, FrameRow, Pin
+
+MAX_LIMIT = 100
+MAX_PAGED_RESULTS = 2000  # documents one ranked cursor can walk through
+COMMON_DOCS = 10_000
+PREVIEW_CHARS = 240
+
+KIND_GROUPS: dict[str, frozenset[str]] = {
+    "observations": OBSERVATION_KINDS,
+    "replies": frozenset({ev.MODEL_REPLY}),
+    "transactions": frozenset({ev.TX_COMMITTED}),
+}
+LIFECYCLES = frozenset({"active", "retiring", "retired"})
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result: an event (``ref``) or a frame (``frame_id``)."""
+
+    kind: str
+    ref: str | None
+    frame_id: str | None
+    time: str | None
+    score: float | None  # higher is more relevant; None in chronological paging
+    preview: str
+    lifecycle: str | None
+    meta: dict[str, Any] | None
+    session: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ref": self.ref,
+            "frame_id": self.frame_id,
+            "kind": self.kind,
+            "time": self.time,
+            "score": self.score,
+            "preview": self.preview,
+            "lifecycle": self.lifecycle,
+            "meta": self.meta,
+            "session": self.session,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPage:
+    hits: tuple[Hit, ...]
+    next_cursor: str | None
+    order: str  # "relevance" or "time"
+    terms: tuple[str, ...] = field(default=())  # the words that were matched
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hits": [h.to_dict() for h in self.hits],
+            "next_cursor": self.next_cursor,
+            "order": self.order,
+            "terms": list(self.terms),
+        }
+
+
+def _time_arg(value: datetime | str | None, name: str) -> int | None:
+    if value is None:
+        return None
+    from morphz.contextdb import normalize_time
+
+    iso = normalize_time(value, name)
+    assert iso is not None
+    return time_us(iso)
+
+
+def _filters(
+    since: int | None, until: int | None, kinds: list[str] | None, lifecycle: list[str] | None
+) -> Filters:
+    if since is not None and until is not None and since >= until:
+        raise InputError("since must be before until (since is inclusive, until exclusive)")
+    lives = None
+    if lifecycle:
+        unknown = set(lifecycle) - LIFECYCLES
+        if unknown:
+            raise InputError(f"unknown lifecycle {sorted(unknown)}: use {sorted(LIFECYCLES)}")
+        lives = frozenset(lifecycle)
+    if not kinds:
+        return Filters(since, until, None, True, True, lives)
+    event_kinds: set[str] = set()
+    frames = False
+    for kind in kinds:
+        if kind in ("frames", "frame"):
+            frames = True
+        elif kind in KIND_GROUPS:
+            event_kinds |= KIND_GROUPS[kind]
+        elif kind in OBSERVATION_KINDS or kind in (ev.MODEL_REPLY, ev.TX_COMMITTED):
+            event_kinds.add(kind)
+        else:
+            known = sorted([*KIND_GROUPS, "frames", *OBSERVATION_KINDS])
+            raise InputError(f"unknown kind {kind!r}: use one of {known}")
+    return Filters(since, until, frozenset(event_kinds) or None, frames, bool(event_kinds), lives)
+
+
+def _match(r: ReadTxn, terms: list[str]) -> str:
+    """The FTS5 expression: rare words OR-ed; common words dropped while rarer ones remain."""
+    quoted = [quote_term(t) for t in terms]
+    if len(quoted) == 1:
+        return quoted[0]
+    rare = [q for q in quoted if r.recall.doc_frequency(q, COMMON_DOCS + 1) <= COMMON_DOCS]
+    if rare:
+        return " OR ".join(rare)
+    return " AND ".join(quoted)
+
+
+def search(
+    r: ReadTxn,
+    key: bytes,
+    query: str | None = None,
+    *,
+    since: datetime | str | None = None,
+    until: datetime | str | None = None,
+    limit: int = 10,
+    cursor: str | None = None,
+    kinds: list[str] | None = None,
+    lifecycle: list[str] | None = None,
+) -> SearchPage:
+    """Search one context (``r`` is an open read of it). See the module docstring."""
+    if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InputError(f"limit must be an integer from 1 to {MAX_LIMIT}, not {limit!r}")
+    since_us, until_us = _time_arg(since, "since"), _time_arg(until, "until")
+    filters = _filters(since_us, until_us, kinds, lifecycle)
+    terms = query_terms(query) if query else []
+    if not terms and since_us is None and until_us is None:
+        if query:
+            raise InputError(
+                f"nothing searchable in {query!r} (only very common words): add specific words "
+                "or a time range"
+            )
+        raise InputError("give a query, a time range (since/until), or both")
+    params = {
+        "context": r.row.context_id,
+        "query": query or "",
+        "since": since_us,
+        "until": until_us,
+        "kinds": sorted(kinds or []),
+        "lifecycle": sorted(lifecycle or []),
+    }
+    digest = cursors.fingerprint(params)
+    state = cursors.decode(key, cursor, digest) if cursor else None
+    pin = Pin(state["s"], state["f"]) if state else r.recall.pin(r.row.last_seq)
+    page = _Page(r, key, filters, pin, limit, digest, state)
+    return page.ranked(terms) if terms else page.chronological()
+
+
+@dataclass(frozen=True, slots=True)
+class _Page:
+    """One page being served: the read, the cursor key, what to return and where it starts."""
+
+    r: ReadTxn
+    key: bytes
+    filters: Filters
+    pin: Pin
+    limit: int
+    digest: str
+    state: dict[str, Any] | None
+
+    def _cursor(self, extra: dict[str, Any]) -> str:
+        payload = {"q": self.digest, "s": self.pin.max_seq, "f": self.pin.max_frame_doc}
+        return cursors.encode(self.key, {**payload, **extra})
+
+    def ranked(self, terms: list[str]) -> SearchPage:
+        seen = cursors.unpack_ids(self.state["seen"]) if self.state else set()
+        room = MAX_PAGED_RESULTS - len(seen)
+        want = min(self.limit, room)
+        match = _match(self.r, terms)
+        rows = self.r.recall.ranked(match, self.pin, self.filters, len(seen) + want + 1)
+        fresh = [(rowid, score) for rowid, score in rows if rowid not in seen]
+        page = fresh[:want]
+        next_cursor = None
+        if len(fresh) > want and room > want:
+            ids = [*seen, *(rowid for rowid, _ in page)]
+            next_cursor = self._cursor({"seen": cursors.pack_ids(ids)})
+        scores = {rowid: -score for rowid, score in page}
+        hits = _hydrate(self.r, [rowid for rowid, _ in page], scores)
+        return SearchPage(tuple(hits), next_cursor, "relevance", tuple(terms))
+
+    def chronological(self) -> SearchPage:
+        after = (self.state["t"], self.state["i"]) if self.state else None
+        rows = self.r.recall.chronological(self.pin, self.filters, after, self.limit + 1)
+        page = rows[: self.limit]
+        next_cursor = None
+        if len(rows) > self.limit:
+            last_time, last_id = page[-1]
+            next_cursor = self._cursor({"t": last_time, "i": last_id})
+        hits = _hydrate(self.r, [rowid for _, rowid in page], {})
+        return SearchPage(tuple(hits), next_cursor, "time")
+
+
+def _hydrate(r: ReadTxn, rowids: list[int], scores: dict[int, float]) -> list[Hit]:
+    events = r.recall.events_by_seq([i for i in rowids if i > 0])
+    frames = r.recall.frames_by_doc([i for i in rowids if i < 0])
+    out: list[Hit] = []
+    for rowid in rowids:
+        score = round(scores[rowid], 6) if rowid in scores else None
+        if rowid > 0 and rowid in events:
+            out.append(_event_hit(events[rowid], score))
+        elif rowid < 0 and rowid in frames:
+            out.append(_frame_hit(frames[rowid], score))
+    return out
+
+
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _event_hit(row: EventRow, score: float | None) -> Hit:
+    payload = json.loads(row.payload) if row.payload else {}
+    text = row.text or ""
+    if row.kind == ev.TX_COMMITTED:
+        text = f"{payload.get('reason', '')} — {text}"
+    lifecycle = row.lifecycle if row.kind in OBSERVATION_KINDS else None
+    meta = json.loads(row.meta) if row.meta else None
+    return Hit(
+        row.kind,
+        make_ref(row.seq),
+        None,
+        row.time,
+        score,
+        preview(text),
+        lifecycle,
+        meta,
+        row.session_id,
+    )
+
+
+def _frame_hit(row: FrameRow, score: float | None) -> Hit:
+    from datetime import UTC, timedelta
+
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=row.time_us)
+    sources = row.sources.split()
+    meta = {"revision": row.revision, "sources": sources, "protected": bool(row.protected)}
+    text = f"{row.frame_id}: {row.body}"
+    return Hit(
+        "frame",
+        None,
+        row.frame_id,
+        moment.isoformat(),
+        score,
+        preview(text),
+        row.lifecycle,
+        meta,
+        None,
+    )
