@@ -16,7 +16,7 @@ from typing import Protocol
 
 from morphz.events import Event
 from morphz.mind.state import Changes, Edge, Frame, MindView, ObsState, SessionState, Snapshot
-from morphz.store.sqlite_recall import SqliteRecall
+from morphz.store.recall_base import RecallStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ class ReadTxn(MindView, Protocol):
     def row(self) -> ContextRow: ...
 
     @property
-    def recall(self) -> SqliteRecall: ...
+    def recall(self) -> RecallStore: ...
 
     def edges_of(self, frame_id: str) -> list[Edge]: ...
     def citing(self, source: str) -> list[str]: ...

@@ -10,74 +10,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 from morphz.recall.documents import EventDoc, FrameDoc
 from morphz.recall.tokenize import CONTEXT_WEIGHT, FTS5_TOKENIZER
+from morphz.store.recall_base import EventRow, Filters, FrameRow, IndexStats, Pin
 
 _BM25 = f"bm25({{t}}, 1.0, {CONTEXT_WEIGHT})"
-
-
-@dataclass(frozen=True, slots=True)
-class Pin:
-    """The evidence set of a search: events up to ``max_seq``, frame documents up to
-    ``max_frame_doc`` (as positive counts)."""
-
-    max_seq: int
-    max_frame_doc: int
-
-
-@dataclass(frozen=True, slots=True)
-class Filters:
-    since_us: int | None = None
-    until_us: int | None = None
-    event_kinds: frozenset[str] | None = None  # None: any indexed event kind
-    frames: bool = True  # include frame documents
-    events: bool = True  # include event documents
-    lifecycles: frozenset[str] | None = None
-
-    @property
-    def needs_join(self) -> bool:
-        return (
-            self.since_us is not None
-            or self.until_us is not None
-            or self.event_kinds is not None
-            or self.lifecycles is not None
-            or not (self.frames and self.events)
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class EventRow:
-    seq: int
-    kind: str
-    session_id: str
-    time: str
-    text: str | None
-    meta: str | None  # JSON
-    payload: str | None  # JSON
-    lifecycle: str | None  # observations only
-
-
-@dataclass(frozen=True, slots=True)
-class FrameRow:
-    doc_id: int
-    frame_id: str
-    time_us: int
-    body: str
-    sources: str
-    lifecycle: str
-    revision: int
-    protected: int
-
-
-@dataclass(frozen=True, slots=True)
-class IndexStats:
-    fts_table: str
-    indexed_seq: int
-    event_docs: int
-    frame_docs: int
-    docs_by_kind: dict[str, int]
 
 
 class SqliteRecall:
@@ -286,18 +224,6 @@ class SqliteRecall:
         sql += " ORDER BY rf.time_us, rf.doc_id LIMIT ?"
         params.append(limit)
         return [(r[0], r[1]) for r in self.conn.execute(sql, params)]
-
-    def frame_docs(self, doc_ids: list[int]) -> dict[int, tuple[str, int]]:
-        """doc id -> (frame id, time_us) for frame documents."""
-        if not doc_ids:
-            return {}
-        marks = ",".join("?" * len(doc_ids))
-        rows = self.conn.execute(
-            f"SELECT doc_id, frame_id, time_us FROM recall_frames WHERE context_id = ? "
-            f"AND doc_id IN ({marks})",
-            (self.cid, *doc_ids),
-        )
-        return {r[0]: (r[1], r[2]) for r in rows}
 
     def events_by_seq(self, seqs: list[int]) -> dict[int, EventRow]:
         """Hit hydration: the events ``seqs`` with their observation lifecycle."""
