@@ -43,6 +43,8 @@ from morphz.store.sqlite import SqliteStore
 from morphz.txlang import print_tx, read_tx
 
 if TYPE_CHECKING:
+    from morphz.capacity import Budget
+    from morphz.encoding.compile import EncodeOptions, Encoding
     from morphz.recall.api import Recall, RecallIndex
 
 DEFAULT_SESSION = "default"
@@ -246,6 +248,30 @@ class Context:
     def activations(self, running_only: bool = False) -> list[ActivationRow]:
         with self.db.store.read(self.id) as r:
             return r.activations(running_only)
+
+    def encode(self, options: EncodeOptions | None = None, **fields: Any) -> Encoding:
+        """Compile the Context Encoding for one model request (see :mod:`morphz.encoding`).
+        Pass an :class:`~morphz.encoding.EncodeOptions` or its fields as keywords."""
+        from morphz.encoding.compile import EncodeOptions, compile_encoding
+
+        if options is None:
+            options = EncodeOptions(**fields)
+        elif fields:
+            raise InputError("pass either options or keyword fields, not both")
+        with self.db.store.read(self.id) as r:
+            return compile_encoding(r, options)
+
+    def budget(self) -> Budget:
+        """This context's token budget (the default one until set)."""
+        from morphz.encoding.compile import stored_budget
+
+        with self.db.store.read(self.id) as r:
+            return stored_budget(r)
+
+    def set_budget(self, budget: Budget) -> None:
+        """Store this context's token budget (a runtime setting, not mind state)."""
+        with self.db.store.write(self.id) as w:
+            w.active.put_setting("budget", budget.to_dict())
 
     @property
     def recall(self) -> Recall:

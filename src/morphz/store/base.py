@@ -16,6 +16,7 @@ from typing import Protocol
 
 from morphz.events import Event
 from morphz.mind.state import Changes, Edge, Frame, MindView, ObsState, SessionState, Snapshot
+from morphz.store.active_base import ActiveStore
 from morphz.store.recall_base import RecallStore
 
 
@@ -61,6 +62,9 @@ class ReadTxn(MindView, Protocol):
 
     @property
     def recall(self) -> RecallStore: ...
+
+    @property
+    def active(self) -> ActiveStore: ...
 
     def edges_of(self, frame_id: str) -> list[Edge]: ...
     def citing(self, source: str) -> list[str]: ...

@@ -11,28 +11,14 @@ from morphz.events import Event
 from morphz.mind.state import Changes, Edge, Frame, ObsState, SessionState, Snapshot
 from morphz.recall.documents import time_us
 from morphz.store.base import ActivationRow, ContextRow, SessionRow
+from morphz.store.sqlite_active import SqliteActive
 from morphz.store.sqlite_recall import SqliteRecall
+from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
 
-_FRAME_COLS = "frame_id, body, sources, revision, lifecycle, protected, pos, deadline, reason"
 _EVENT_COLS = (
     "context_id, seq, kind, session_id, time, recorded_at, text, meta, payload, "
     "version, clock, head"
 )
-
-
-def _frame(row: tuple[Any, ...]) -> Frame:
-    fid, body, sources, revision, lifecycle, protected, pos, deadline, reason = row
-    return Frame(
-        fid,
-        body,
-        tuple(sources.split()) if sources else (),
-        revision,
-        lifecycle,
-        bool(protected),
-        pos,
-        deadline,
-        reason,
-    )
 
 
 def _frame_params(cid: str, f: Frame) -> tuple[Any, ...]:
@@ -83,6 +69,7 @@ class SqliteRead:
         self._row = row
         self._frames: dict[str, Frame | None] = {}
         self.recall = SqliteRecall(conn, self.cid)
+        self.active = SqliteActive(conn, self.cid)
 
     # -- MindView
 
@@ -115,10 +102,10 @@ class SqliteRead:
         if frame_id in cache:
             return cache[frame_id]
         row = self.conn.execute(
-            f"SELECT {_FRAME_COLS} FROM frames WHERE context_id = ? AND frame_id = ?",
+            f"SELECT {FRAME_COLS} FROM frames WHERE context_id = ? AND frame_id = ?",
             (self.cid, frame_id),
         ).fetchone()
-        frame = _frame(row) if row is not None else None
+        frame = frame_from_row(row) if row is not None else None
         cache[frame_id] = frame
         return frame
 
@@ -179,9 +166,9 @@ class SqliteRead:
         if row is None:
             return None
         frames = tuple(
-            _frame(r)
+            frame_from_row(r)
             for r in self.conn.execute(
-                f"SELECT {_FRAME_COLS} FROM checkpoint_frames WHERE context_id = ? AND name = ? "
+                f"SELECT {FRAME_COLS} FROM checkpoint_frames WHERE context_id = ? AND name = ? "
                 "ORDER BY frame_id",
                 (self.cid, name),
             )
@@ -198,9 +185,9 @@ class SqliteRead:
 
     def frames(self) -> Iterator[Frame]:
         rows = self.conn.execute(
-            f"SELECT {_FRAME_COLS} FROM frames WHERE context_id = ?", (self.cid,)
+            f"SELECT {FRAME_COLS} FROM frames WHERE context_id = ?", (self.cid,)
         )
-        yield from map(_frame, rows)
+        yield from map(frame_from_row, rows)
 
     def edges(self) -> Iterator[Edge]:
         rows = self.conn.execute(
@@ -241,9 +228,9 @@ class SqliteRead:
 
     def ordered_frames(self) -> list[Frame]:
         return [
-            _frame(r)
+            frame_from_row(r)
             for r in self.conn.execute(
-                f"SELECT {_FRAME_COLS} FROM frames WHERE context_id = ? ORDER BY pos, frame_id",
+                f"SELECT {FRAME_COLS} FROM frames WHERE context_id = ? ORDER BY pos, frame_id",
                 (self.cid,),
             )
         ]
@@ -387,7 +374,7 @@ class SqliteWrite(SqliteRead):
                 conn.execute("DELETE FROM frames WHERE context_id = ? AND frame_id = ?", (cid, fid))
             else:
                 conn.execute(
-                    f"INSERT OR REPLACE INTO frames (context_id, {_FRAME_COLS}) "
+                    f"INSERT OR REPLACE INTO frames (context_id, {FRAME_COLS}) "
                     "VALUES (?,?,?,?,?,?,?,?,?,?)",
                     _frame_params(cid, frame),
                 )
@@ -445,7 +432,7 @@ class SqliteWrite(SqliteRead):
             return
         conn.execute("INSERT INTO checkpoints VALUES (?,?,?)", (cid, name, snap.version))
         conn.executemany(
-            f"INSERT INTO checkpoint_frames (context_id, name, {_FRAME_COLS}) "
+            f"INSERT INTO checkpoint_frames (context_id, name, {FRAME_COLS}) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             [(cid, name, *_frame_params(cid, f)[1:]) for f in snap.frames],
         )

@@ -1,0 +1,166 @@
+"""Context capacity: budgets, pressure levels and the maintenance batch selector (DESIGN §10).
+
+hard = min(configured budget, model window - output reserve). Levels: notice from
+``notice_ratio`` x hard, warning from ``warning_ratio`` x hard, critical from hard - reserve
+(the room maintenance itself needs). When a whole request does not fit the window the runtime
+asks :func:`select_batch` for a smaller one: the current request and its causal dependencies,
+protected observations, then the oldest unprotected observations that fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from morphz.errors import InputError
+
+Level = Literal["normal", "notice", "warning", "critical"]
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    window: int = 128_000  # the model's context window, in tokens
+    output_reserve: int = 8_000  # tokens kept for the model's reply
+    configured: int | None = None  # this context's own budget, if smaller
+    reserve: int = 4_000  # room kept below hard for maintenance itself
+    notice_ratio: float = 0.5
+    warning_ratio: float = 0.75
+
+    def __post_init__(self) -> None:
+        if self.window <= 0 or self.output_reserve < 0 or self.reserve < 0:
+            raise InputError("window must be positive; reserves cannot be negative")
+        if self.configured is not None and self.configured <= 0:
+            raise InputError("a configured budget must be a positive number of tokens")
+        if self.window - self.output_reserve <= self.reserve:
+            raise InputError("the window leaves no room after the output and maintenance reserves")
+        if not 0 < self.notice_ratio < self.warning_ratio < 1:
+            raise InputError("need 0 < notice_ratio < warning_ratio < 1")
+
+    @property
+    def hard(self) -> int:
+        room = self.window - self.output_reserve
+        return room if self.configured is None else min(self.configured, room)
+
+    @property
+    def critical(self) -> int:
+        return max(1, self.hard - self.reserve)
+
+    @property
+    def warning(self) -> int:
+        return min(self.critical, int(self.hard * self.warning_ratio))
+
+    @property
+    def notice(self) -> int:
+        return min(self.warning, int(self.hard * self.notice_ratio))
+
+    def level(self, tokens: int) -> Level:
+        if tokens >= self.critical:
+            return "critical"
+        if tokens >= self.warning:
+            return "warning"
+        if tokens >= self.notice:
+            return "notice"
+        return "normal"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "window": self.window,
+            "output_reserve": self.output_reserve,
+            "configured": self.configured,
+            "reserve": self.reserve,
+            "notice_ratio": self.notice_ratio,
+            "warning_ratio": self.warning_ratio,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Budget:
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class Pressure:
+    level: Level
+    tokens: int
+    kind: str  # estimated, calibrated or exact
+    budget: Budget
+
+    def to_dict(self) -> dict[str, Any]:
+        b = self.budget
+        return {
+            "level": self.level,
+            "tokens": self.tokens,
+            "kind": self.kind,
+            "hard": b.hard,
+            "notice": b.notice,
+            "warning": b.warning,
+            "critical": b.critical,
+            "window": b.window,
+        }
+
+
+def pressure(tokens: int, kind: str, budget: Budget) -> Pressure:
+    return Pressure(budget.level(tokens), tokens, kind, budget)
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """An inbox observation as the selector sees it."""
+
+    seq: int
+    tokens: int
+    protected: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A maintenance request: the observations to show (others keep their state)."""
+
+    fits: bool
+    seqs: tuple[int, ...]
+    tokens: int  # fixed part plus the chosen observations
+    limit: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fits": self.fits,
+            "refs": [f"@e{s}" for s in self.seqs],
+            "tokens": self.tokens,
+            "limit": self.limit,
+            "reason": self.reason,
+        }
+
+
+def select_batch(
+    items: Sequence[Item], fixed_tokens: int, limit: int, required: set[int] | frozenset[int]
+) -> Batch:
+    """Choose the observations of a maintenance request that fits ``limit`` tokens.
+
+    ``fixed_tokens``: everything but the inbox (protocol, mind, kernel, tools, messages).
+    ``required``: the current request and its causal dependencies. They and the protected
+    observations are always in; then the oldest unprotected ones, in sequence order, while they
+    fit (a later, smaller one may still fit after a larger one did not). Deterministic."""
+    must = [i for i in items if i.seq in required or i.protected]
+    missing = set(required) - {i.seq for i in items}
+    if missing:
+        raise InputError(f"required observations are not in the inbox: {sorted(missing)}")
+    used = fixed_tokens + sum(i.tokens for i in must)
+    if used > limit:
+        return Batch(
+            False,
+            tuple(sorted(i.seq for i in must)),
+            used,
+            limit,
+            f"even the minimum maintenance request needs {used} tokens of {limit}: the current "
+            "request, its dependencies and protected content do not fit",
+        )
+    chosen = {i.seq for i in must}
+    for item in sorted(items, key=lambda i: i.seq):
+        if item.seq in chosen:
+            continue
+        if used + item.tokens <= limit:
+            chosen.add(item.seq)
+            used += item.tokens
+    left_out = len(items) - len(chosen)
+    return Batch(True, tuple(sorted(chosen)), used, limit, f"{left_out} observations left out")

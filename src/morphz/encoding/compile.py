@@ -1,0 +1,245 @@
+"""Compile the Context Encoding: the bounded text one model request evaluates (DESIGN §9).
+
+Regions, in physical order (stable content first, for prefix caches): protocol,
+evaluation-profile, inbox, observation-state, mind, session-directory, kernel,
+[cognitive-capabilities], evaluation-environment, evaluate. The same state and options give the
+same bytes; appending an observation leaves every byte up to the end of the previous inbox as it
+was. Everything read is bounded by what is in view, never by the length of the history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from morphz.capacity import Budget, Pressure, pressure
+from morphz.encoding import render
+from morphz.encoding.protocol import PROTOCOL
+from morphz.encoding.sessions import SessionPlan, plan_sessions
+from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens
+from morphz.mind.state import Edge, Frame
+from morphz.store.active_base import ActiveObservation
+from morphz.store.base import ActivationRow, ReadTxn
+from morphz.txlang.sexpr import quote
+
+REGION_ORDER = (
+    "protocol",
+    "evaluation-profile",
+    "inbox",
+    "observation-state",
+    "mind",
+    "session-directory",
+    "kernel",
+    "cognitive-capabilities",
+    "evaluation-environment",
+    "evaluate",
+)
+PRESSURE_SLACK = 48  # tokens for the pressure figures themselves, added before they are known
+
+
+@dataclass(frozen=True, slots=True)
+class EncodeOptions:
+    """What the runtime knows that the store does not. Every field is rendered verbatim."""
+
+    session: str = "default"
+    activation: str | None = None
+    model: str = "none"
+    local_time: str = "unknown"
+    bindings: dict[str, Any] = field(default_factory=dict)
+    objectives: tuple[str, ...] = ()
+    scheduling: dict[str, Any] = field(default_factory=dict)
+    authority: dict[str, str] = field(default_factory=dict)  # tool -> allow/ask/deny
+    profile: str | None = None  # a bound harness definition
+    capabilities: str | None = None
+    budget: Budget | None = None  # None: the context's stored budget (or the default)
+    calibration: Calibration | None = None
+    counter: Counter | None = None  # an exact tokenizer
+    extra_parts: tuple[str, ...] = ()  # tool schemas and messages sent with the encoding
+    preview_threshold: int = render.DEFAULT_PREVIEW_THRESHOLD
+    session_hours: float = 24.0
+    session_count: int = 50
+    session_tokens: int = 4_000
+    now: str | None = None  # ISO time the session window is measured from (default local_time)
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    name: str
+    start: int  # byte offsets in the UTF-8 text
+    end: int
+    tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "start": self.start, "end": self.end, "tokens": self.tokens}
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveState:
+    """What the encoding was compiled from (ContextDelta compares these between requests)."""
+
+    version: int
+    clock: int
+    observations: tuple[ActiveObservation, ...]
+    frames: tuple[Frame, ...]
+    relations: tuple[Edge, ...]
+    checkpoints: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Encoding:
+    text: str
+    regions: tuple[Region, ...]
+    pressure: Pressure
+    state: ActiveState
+    sessions: SessionPlan
+
+    @property
+    def tokens(self) -> int:
+        return self.pressure.tokens
+
+    def region(self, name: str) -> str:
+        data = self.text.encode()
+        for r in self.regions:
+            if r.name == name:
+                return data[r.start : r.end].decode()
+        raise KeyError(name)
+
+    def to_dict(self, include_text: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "bytes": len(self.text.encode()),
+            "tokens": self.tokens,
+            "pressure": self.pressure.to_dict(),
+            "regions": [r.to_dict() for r in self.regions],
+            "sessions": self.sessions.to_dict(),
+        }
+        if include_text:
+            out["text"] = self.text
+        return out
+
+
+def read_state(r: ReadTxn) -> ActiveState:
+    return ActiveState(
+        r.row.version,
+        r.row.clock,
+        tuple(r.active.observations()),
+        tuple(r.active.frames()),
+        tuple(r.active.relations()),
+        tuple(r.active.checkpoint_names()),
+    )
+
+
+def stored_budget(r: ReadTxn) -> Budget:
+    data = r.active.settings().get("budget")
+    return Budget.from_dict(data) if data else Budget()
+
+
+def _kernel(r: ReadTxn, opts: EncodeOptions, running: list[ActivationRow], figures: str) -> str:
+    row = r.row
+    lines = [
+        f"(context {row.context_id})",
+        f"(session {opts.session})",
+        f"(activation {opts.activation or 'none'})",
+        f"(mind-version {row.version})",
+        f"(clock {row.clock})",
+        f"(organizing-window {row.window})",
+        "(objectives" + "".join(f" {quote(o)}" for o in opts.objectives) + ")",
+        "(running-activations"
+        + "".join(f" ({a.activation_id} (session {a.session_id}))" for a in running)
+        + ")",
+        "(scheduling"
+        + "".join(f" ({k} {quote(str(v))})" for k, v in sorted(opts.scheduling.items()))
+        + ")",
+        "(authority" + "".join(f" ({k} {v})" for k, v in sorted(opts.authority.items())) + ")",
+        f"(pressure {figures})",
+    ]
+    return render.region("kernel", lines)
+
+
+def _pressure_figures(p: Pressure) -> str:
+    b = p.budget
+    return (
+        f"(level {p.level}) (tokens {p.tokens}) (figure {p.kind}) (notice {b.notice}) "
+        f"(warning {b.warning}) (critical {b.critical}) (hard {b.hard})"
+    )
+
+
+def _environment(opts: EncodeOptions) -> str:
+    bindings = "".join(f" ({k} {quote(str(v))})" for k, v in sorted(opts.bindings.items()))
+    lines = [f"(model {quote(opts.model)})", f"(local-time {quote(opts.local_time)})"]
+    lines.append(f"(bindings{bindings})")
+    return render.region("evaluation-environment", lines)
+
+
+def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
+    """Compile the encoding of the context open in ``r``."""
+    opts = opts or EncodeOptions()
+    state = read_state(r)
+    budget = opts.budget or stored_budget(r)
+    cited = r.active.cited_by([f"@e{o.seq}" for o in state.observations])
+    running = r.activations(running_only=True)
+    sessions = plan_sessions(
+        r.session_rows(), state.observations, running, opts, now=opts.now or opts.local_time
+    )
+    parts: list[tuple[str, str]] = [
+        ("protocol", PROTOCOL),
+        (
+            "evaluation-profile",
+            f"(evaluation-profile {quote(opts.profile)})"
+            if opts.profile
+            else "(evaluation-profile none)",
+        ),
+        (
+            "inbox",
+            render.region(
+                "inbox", [render.observation(o, opts.preview_threshold) for o in state.observations]
+            ),
+        ),
+        (
+            "observation-state",
+            render.region(
+                "observation-state",
+                [
+                    render.observation_state(o, state.clock, cited.get(f"@e{o.seq}", 0))
+                    for o in state.observations
+                ],
+            ),
+        ),
+        (
+            "mind",
+            render.region(
+                "mind",
+                [
+                    *(render.frame(f, state.clock) for f in state.frames),
+                    render.relations(state.relations),
+                    render.names("checkpoints", state.checkpoints),
+                ],
+            ),
+        ),
+        ("session-directory", sessions.render()),
+    ]
+    tail: list[tuple[str, str]] = []
+    if opts.capabilities:
+        tail.append(("cognitive-capabilities", f"(cognitive-capabilities {opts.capabilities})"))
+    tail.extend([("evaluation-environment", _environment(opts)), ("evaluate", "(evaluate)")])
+    draft = [text for _, text in parts] + [_kernel(r, opts, running, "")]
+    draft += [text for _, text in tail]
+    measured = count([*draft, *opts.extra_parts], opts.calibration, opts.counter)
+    level = pressure(measured.tokens + PRESSURE_SLACK, measured.kind, budget)
+    parts.append(("kernel", _kernel(r, opts, running, _pressure_figures(level))))
+    parts.extend(tail)
+    return _assemble(parts, level, state, sessions)
+
+
+def _assemble(
+    parts: list[tuple[str, str]], level: Pressure, state: ActiveState, sessions: SessionPlan
+) -> Encoding:
+    pieces: list[str] = ["(context-encoding\n"]
+    regions: list[Region] = []
+    offset = len(pieces[0])
+    for index, (name, text) in enumerate(parts):
+        size = len(text.encode())
+        regions.append(Region(name, offset, offset + size, estimate_tokens(text)))
+        separator = "\n" if index < len(parts) - 1 else ")\n"
+        pieces.extend((text, separator))
+        offset += size + len(separator)
+    return Encoding("".join(pieces), tuple(regions), level, state, sessions)

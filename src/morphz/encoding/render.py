@@ -1,0 +1,72 @@
+"""Canonical rendering of the encoding's items as S-expression text (pure, deterministic)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from morphz.ids import make_ref
+from morphz.mind.lifecycle import remaining_ticks
+from morphz.mind.state import Edge, Frame
+from morphz.store.active_base import ActiveObservation
+from morphz.txlang.sexpr import quote
+
+DEFAULT_PREVIEW_THRESHOLD = 16_000
+HEAD_CHARS = 2_000
+TAIL_CHARS = 1_000
+
+
+def observation(obs: ActiveObservation, threshold: int = DEFAULT_PREVIEW_THRESHOLD) -> str:
+    """One inbox entry: immutable content only (so the inbox prefix never changes)."""
+    head = (
+        f"(observation {make_ref(obs.seq)} (kind {obs.kind}) (session {obs.session_id}) "
+        f"(time {quote(obs.time)})"
+    )
+    if len(obs.text) <= threshold:
+        return f"{head} (text {quote(obs.text)}))"
+    omitted = len(obs.text) - HEAD_CHARS - TAIL_CHARS
+    ref = make_ref(obs.seq)
+    return (
+        f"{head} (preview (total-chars {len(obs.text)}) (head {quote(obs.text[:HEAD_CHARS])}) "
+        f'(omitted "{omitted} characters: read {ref} with recall for the full text") '
+        f"(tail {quote(obs.text[-TAIL_CHARS:])})))"
+    )
+
+
+def observation_state(obs: ActiveObservation, clock: int, cited: int) -> str:
+    parts = [make_ref(obs.seq)]
+    if obs.protected:
+        parts.append("(protected)")
+    parts.append(f"(age {max(0, clock - obs.arrival_clock)})")
+    if cited:
+        parts.append(f"(cited-by {cited})")
+    return "(" + " ".join(parts) + ")"
+
+
+def frame(f: Frame, clock: int) -> str:
+    parts = [f"(frame {f.id} (revision {f.revision}) (lifecycle {f.lifecycle})"]
+    left = remaining_ticks(f, clock)
+    if left is not None:
+        parts.append(f"(remaining-ticks {left})")
+        if f.reason:
+            parts.append(f"(reason {quote(f.reason)})")
+    if f.protected:
+        parts.append("(protected)")
+    if f.sources:
+        parts.append(f"(sources {' '.join(f.sources)})")
+    parts.append(f"(body {f.body}))")
+    return " ".join(parts)
+
+
+def relations(edges: Sequence[Edge]) -> str:
+    return "(relations" + "".join(f" ({s} {r} {o})" for s, r, o in edges) + ")"
+
+
+def names(head: str, items: Sequence[str]) -> str:
+    return f"({head}" + "".join(f" {item}" for item in items) + ")"
+
+
+def region(name: str, lines: Sequence[str]) -> str:
+    """``(name`` then one item per line, closed right after the last item."""
+    if not lines:
+        return f"({name})"
+    return f"({name}\n " + "\n ".join(lines) + ")"

@@ -1,0 +1,119 @@
+"""The session directory's working set: which sessions the encoding shows, and how much.
+
+The current session comes first, always in full. The others follow by most recent activity;
+a session is left out when its attention is retired, when it was last active before the time
+window (default 24 hours), or beyond the count (default 50). Within the directory's token budget
+sessions are shown in full (their active inbox refs and running work); past it they are demoted
+to metadata, and past that omitted. A closing note says what was left out and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from morphz.encoding import render
+from morphz.encoding.tokens import estimate_tokens
+from morphz.store.active_base import ActiveObservation
+from morphz.store.base import ActivationRow, SessionRow
+from morphz.txlang.sexpr import quote
+
+if TYPE_CHECKING:
+    from morphz.encoding.compile import EncodeOptions
+
+MAX_REFS = 20  # inbox refs listed for a session shown in full
+
+
+@dataclass(slots=True)
+class SessionPlan:
+    entries: list[tuple[str, str, str]] = field(default_factory=list)  # (id, level, rendered)
+    excluded: dict[str, int] = field(default_factory=dict)  # reason -> count
+
+    def render(self) -> str:
+        lines = [text for _, _, text in self.entries]
+        if self.excluded:
+            why = " ".join(f"({reason} {n})" for reason, n in sorted(self.excluded.items()))
+            lines.append(f"(excluded {why})")
+        return render.region("session-directory", lines)
+
+    def level(self, session_id: str) -> str:
+        return next((lvl for sid, lvl, _ in self.entries if sid == session_id), "omitted")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "shown": [{"session": sid, "level": lvl} for sid, lvl, _ in self.entries],
+            "excluded": dict(sorted(self.excluded.items())),
+        }
+
+
+def _parse(moment: str | None) -> datetime | None:
+    if not moment:
+        return None
+    try:
+        parsed = datetime.fromisoformat(moment)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def _full(row: SessionRow, refs: Sequence[str], running: int) -> str:
+    shown = " ".join(refs[-MAX_REFS:])
+    more = f" (more-refs {len(refs) - MAX_REFS})" if len(refs) > MAX_REFS else ""
+    return (
+        f"(session {row.session_id} (level full) (attention {row.attention}) "
+        f"(last-active {quote(row.last_time)}) (running {running}) (inbox{' ' if shown else ''}"
+        f"{shown}){more})"
+    )
+
+
+def _metadata(row: SessionRow) -> str:
+    return (
+        f"(session {row.session_id} (level metadata) (attention {row.attention}) "
+        f"(last-active {quote(row.last_time)}))"
+    )
+
+
+def plan_sessions(
+    rows: Sequence[SessionRow],
+    observations: Sequence[ActiveObservation],
+    running: Sequence[ActivationRow],
+    opts: EncodeOptions,
+    now: str,
+) -> SessionPlan:
+    refs: dict[str, list[str]] = {}
+    for obs in observations:
+        refs.setdefault(obs.session_id, []).append(f"@e{obs.seq}")
+    busy: dict[str, int] = {}
+    for act in running:
+        busy[act.session_id] = busy.get(act.session_id, 0) + 1
+    moment = _parse(now)
+    horizon = moment - timedelta(hours=opts.session_hours) if moment else None
+    ordered = sorted(rows, key=lambda s: (s.session_id != opts.session, -s.last_seq, s.session_id))
+    plan = SessionPlan()
+    spent = 0
+    for row in ordered:
+        current = row.session_id == opts.session
+        reason = None
+        if not current:
+            last = _parse(row.last_time)
+            if row.attention == "retired":
+                reason = "retired"
+            elif horizon is not None and last is not None and last < horizon:
+                reason = "inactive-beyond-window"
+            elif len(plan.entries) >= opts.session_count:
+                reason = "beyond-count"
+        if reason is not None:
+            plan.excluded[reason] = plan.excluded.get(reason, 0) + 1
+            continue
+        text = _full(row, refs.get(row.session_id, []), busy.get(row.session_id, 0))
+        level = "full"
+        if not current and spent + estimate_tokens(text) > opts.session_tokens:
+            text, level = _metadata(row), "metadata"
+            if spent + estimate_tokens(text) > opts.session_tokens:
+                plan.excluded["over-token-budget"] = plan.excluded.get("over-token-budget", 0) + 1
+                continue
+        spent += estimate_tokens(text)
+        plan.entries.append((row.session_id, level, text))
+    return plan

@@ -1,0 +1,85 @@
+"""Reads of the active state for the Context Encoding: every query here is bounded by what is in
+view (active observations, frames not retired), never by the length of the history."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from morphz.mind.state import Edge, Frame
+from morphz.store.active_base import ActiveObservation
+from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
+
+
+class SqliteActive:
+    def __init__(self, conn: sqlite3.Connection, cid: str) -> None:
+        self.conn = conn
+        self.cid = cid
+
+    def observations(self) -> list[ActiveObservation]:
+        """Active observations in sequence order, with their mutable attributes."""
+        rows = self.conn.execute(
+            "SELECT o.seq, e.kind, e.session_id, e.time, e.text, o.protected, e.clock "
+            "FROM observations o INDEXED BY observations_active "
+            "JOIN events e ON e.context_id = o.context_id AND e.seq = o.seq "
+            "WHERE o.context_id = ? AND o.lifecycle = 'active' ORDER BY o.seq",
+            (self.cid,),
+        )
+        return [
+            ActiveObservation(seq, kind, session, time, text or "", bool(protected), clock)
+            for seq, kind, session, time, text, protected, clock in rows
+        ]
+
+    def frames(self) -> list[Frame]:
+        """Active and retiring frames in projection order."""
+        rows = self.conn.execute(
+            f"SELECT {FRAME_COLS} FROM frames INDEXED BY frames_visible "
+            "WHERE context_id = ? AND lifecycle <> 'retired' ORDER BY pos, frame_id",
+            (self.cid,),
+        )
+        return [frame_from_row(r) for r in rows]
+
+    def relations(self) -> list[Edge]:
+        """Edges whose subject is in view."""
+        rows = self.conn.execute(
+            "SELECT r.subject, r.relation, r.object FROM frames f INDEXED BY frames_visible "
+            "JOIN relations r ON r.context_id = f.context_id AND r.subject = f.frame_id "
+            "WHERE f.context_id = ? AND f.lifecycle <> 'retired' "
+            "ORDER BY r.subject, r.relation, r.object",
+            (self.cid,),
+        )
+        return [(s, r, o) for s, r, o in rows]
+
+    def checkpoint_names(self) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT name FROM checkpoints WHERE context_id = ? ORDER BY name", (self.cid,)
+        )
+        return [r[0] for r in rows]
+
+    def cited_by(self, refs: list[str]) -> dict[str, int]:
+        """How many frames cite each of ``refs``."""
+        out: dict[str, int] = {}
+        for start in range(0, len(refs), 500):
+            chunk = refs[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self.conn.execute(
+                f"SELECT source, count(*) FROM frame_sources WHERE context_id = ? "
+                f"AND source IN ({marks}) GROUP BY source",
+                (self.cid, *chunk),
+            )
+            out.update((source, count) for source, count in rows)
+        return out
+
+    def settings(self) -> dict[str, Any]:
+        rows = self.conn.execute(
+            "SELECT name, value FROM context_settings WHERE context_id = ?", (self.cid,)
+        )
+        return {name: json.loads(value) for name, value in rows}
+
+    def put_setting(self, name: str, value: Any) -> None:
+        self.conn.execute(
+            "INSERT INTO context_settings VALUES (?, ?, ?) ON CONFLICT (context_id, name) "
+            "DO UPDATE SET value = excluded.value",
+            (self.cid, name, json.dumps(value, sort_keys=True)),
+        )
