@@ -328,7 +328,7 @@ class Context:
 
     def import_history(
         self,
-        source: str | Path | IO[str],
+        source: str | Path | IO[str] | IO[bytes],
         *,
         session: str = DEFAULT_SESSION,
         progress: appending.ProgressFn | None = None,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from morphz import events as ev
 from morphz.errors import HistoryImportError, InputError, MorphzError
@@ -165,14 +165,34 @@ def parse_line(number: int, line: str) -> Checked:
         raise HistoryImportError(f"line {number}: {exc.message}", line=number) from exc
 
 
-def read_lines(source: str | Path | IO[str]) -> Iterator[tuple[int, str]]:
+def read_lines(source: str | Path | IO[str] | IO[bytes]) -> Iterator[tuple[int, str]]:
+    """Numbered non-blank lines of a path or an open file (text or bytes); bytes are decoded as
+    UTF-8 line by line (a leading byte-order mark is allowed), so a bad line is named."""
     if isinstance(source, str | Path):
-        with Path(source).open(encoding="utf-8") as handle:
+        path = Path(source)
+        try:
+            handle = path.open("rb")
+        except OSError as exc:
+            raise HistoryImportError(f"cannot read {path}: {exc.strerror}", line=None) from exc
+        with handle:
             yield from read_lines(handle)
         return
-    for number, line in enumerate(source, start=1):
+    lines = cast(Iterable[str | bytes], source)
+    for number, raw in enumerate(lines, start=1):
+        line = raw if isinstance(raw, str) else _decode(number, raw)
+        if number == 1:
+            line = line.removeprefix("\ufeff")
         if line.strip():
             yield number, line
+
+
+def _decode(number: int, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HistoryImportError(
+            f"line {number}: not UTF-8 (byte {exc.start + 1}): save the file as UTF-8", line=number
+        ) from exc
 
 
 def parse_all(lines: Iterable[tuple[int, str]]) -> list[Checked]:

@@ -320,3 +320,6 @@ def demo_command(*, keep: Path | None) -> None:
     """Run the seed's deployment example on a fresh store, without any model or network."""
     if not demo_module.run(click.echo, keep=keep):
         fail()
+
+
+from morphz.interfaces import cli_recall  # noqa: E402, F401  (registers the recall commands)

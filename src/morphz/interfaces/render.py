@@ -11,6 +11,11 @@ from collections.abc import Iterable, Sequence
 
 from morphz.errors import MorphzError, TxError
 from morphz.events import Event
+from morphz.observe import ImportReport
+from morphz.recall.api import IndexReport
+from morphz.recall.read import ReadPage
+from morphz.recall.search import SearchPage
+from morphz.recall.traverse import Link, Node, TraversalPage
 from morphz.results import AuditReport, FrameView, Mind, Receipt, Status
 
 NONE = "(none)"
@@ -239,3 +244,133 @@ def error(exc: MorphzError) -> str:
             shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
             text += f"\n  {key}: {shown}"
     return text
+
+
+# ------------------------------------------------------------------ recall
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def search_page(page: SearchPage) -> str:
+    """A table of hits (event ref or frame id, kind, time, score, lifecycle, preview), then how
+    the page was ordered and the cursor of the next page."""
+    if page.order == "relevance":
+        order = f"ranked by relevance (matched: {', '.join(page.terms) or '-'})"
+    else:
+        order = "in time order"
+    if page.hits:
+        rows = [
+            (
+                str(number),
+                h.ref or h.frame_id or "-",
+                h.kind,
+                h.time or "-",
+                _score(h.score),
+                h.lifecycle or "-",
+                _preview(h.preview, 70),
+            )
+            for number, h in enumerate(page.hits, start=1)
+        ]
+        headers = ("#", "ref/frame", "kind", "time", "score", "lifecycle", "preview")
+        body = table(headers, rows, max_width=80)
+        summary = f"{len(page.hits)} hit{'' if len(page.hits) == 1 else 's'}, {order}"
+    else:
+        body, summary = "no hits", order
+    after = (
+        f"next cursor: {page.next_cursor}"
+        if page.next_cursor
+        else "no more results (no next cursor)"
+    )
+    return "\n".join([body, summary, after])
+
+
+def read_page(page: ReadPage) -> str:
+    """The page's text, then one line saying where it lies in the event's content."""
+    nxt = "none" if page.next_offset is None else str(page.next_offset)
+    footer = (
+        f"--- {page.identity} {page.kind} {page.time}: offset {page.offset}, "
+        f"{len(page.text)} characters shown, total_chars {page.total_chars}, next_offset {nxt}"
+    )
+    return f"{page.text}\n{footer}"
+
+
+def _node_note(node: Node) -> str:
+    details = node.details
+    if node.type == "event":
+        return f"{details.get('kind', '?')} {details.get('time', '')}".strip()
+    sources = " ".join(details.get("sources", [])) or "-"
+    note = f"rev {details.get('revision')}, from {sources}"
+    return note + (", protected" if details.get("protected") else "")
+
+
+def _via(link: Link | None) -> str:
+    if link is None:
+        return "(root)"
+    return f"{link.source} -{link.label}-> {link.target}"
+
+
+def traversal(page: TraversalPage) -> str:
+    """The nodes (breadth-first, with the link each was reached by), the frames' bodies and the
+    events' previews when they were asked for, the links among the nodes and the cursor of the
+    next page."""
+    head = (
+        f"traversal from {page.root}: {page.direction}, depth {page.depth}, "
+        f"mind version {page.version}"
+    )
+    rows = [
+        (
+            str(n.depth),
+            n.id,
+            n.type,
+            str(n.details.get("lifecycle") or "-"),
+            _via(n.via),
+            _node_note(n),
+        )
+        for n in page.nodes
+    ]
+    headers = ("depth", "id", "type", "lifecycle", "reached via", "details")
+    parts = [head, section("Nodes", table(headers, rows, max_width=200))]
+    content = [
+        f"{n.id}: {' '.join(str(n.details[key]).split())}"
+        for n in page.nodes
+        for key in ("body", "preview")
+        if key in n.details
+    ]
+    if content:
+        parts.append(section("Content", "\n".join(content)))
+    links = [(k.source, k.label, k.target) for k in page.links]
+    parts.append(section("Links", table(("from", "link", "to"), links) if links else NONE))
+    parts.append(
+        f"next cursor: {page.next_cursor}" if page.next_cursor else "no more nodes (no next cursor)"
+    )
+    return "\n\n".join(parts)
+
+
+def index_report(report: IndexReport) -> str:
+    documents = _counts(dict(sorted(report.documents.items()))) or NONE
+    current = "yes" if report.current else "no (run `morphz context recall-index rebuild`)"
+    return pairs(
+        [
+            ("context", report.context),
+            ("index table", report.table or NONE),
+            ("documents", documents),
+            ("event documents", report.event_documents),
+            ("frame documents", report.frame_documents),
+            ("frames", report.frames),
+            ("last event", report.last_event),
+            ("last indexed event", report.indexed_through),
+            ("current", current),
+        ]
+    )
+
+
+def import_report(report: ImportReport) -> str:
+    data = report.to_dict()
+    rate = f", {data['rate_per_s']:,} observations/s" if data["rate_per_s"] else ""
+    count = report.observations
+    return (
+        f"imported {count} observation{'' if count == 1 else 's'} into {report.context}: "
+        f"{report.first_ref} .. {report.last_ref} in {data['seconds']} s{rate}"
+    )

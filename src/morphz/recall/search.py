@@ -28,7 +28,7 @@ from morphz.recall import cursors
 from morphz.recall.documents import time_us
 from morphz.recall.tokenize import query_terms, quote_term
 from morphz.store.base import ReadTxn
-from morphz.store.sqlite_recall import EventRow, Filters, FrameRow, Pin
+from morphz.store.recall_base import EventRow, Filters, FrameRow, Pin
 
 MAX_LIMIT = 100
 MAX_PAGED_RESULTS = 2000  # documents one ranked cursor can walk through
@@ -225,7 +225,7 @@ def _hydrate(r: ReadTxn, rowids: list[int], scores: dict[int, float]) -> list[Hi
     frames = r.recall.frames_by_doc([i for i in rowids if i < 0])
     out: list[Hit] = []
     for rowid in rowids:
-        score = round(scores[rowid], 6) if rowid in scores else None
+        score = float(f"{scores[rowid]:.6g}") if rowid in scores else None
         if rowid > 0 and rowid in events:
             out.append(_event_hit(events[rowid], score))
         elif rowid < 0 and rowid in frames:
