@@ -32,8 +32,12 @@ class Budget:
             raise InputError("window must be positive; reserves cannot be negative")
         if self.configured is not None and self.configured <= 0:
             raise InputError("a configured budget must be a positive number of tokens")
-        if self.window - self.output_reserve <= self.reserve:
-            raise InputError("the window leaves no room after the output and maintenance reserves")
+        if self.hard <= self.reserve:
+            raise InputError(
+                f"the hard limit ({self.hard} tokens: min(budget, window - output reserve)) must "
+                f"exceed the maintenance reserve ({self.reserve}): raise the budget or lower the "
+                "reserve"
+            )
         if not 0 < self.notice_ratio < self.warning_ratio < 1:
             raise InputError("need 0 < notice_ratio < warning_ratio < 1")
 

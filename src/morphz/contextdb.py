@@ -168,6 +168,9 @@ class Context:
             return r.row.version
 
     def status(self) -> Status:
+        """Counts, versions and the context pressure of the default encoding."""
+        from morphz.encoding.compile import EncodeOptions, compile_encoding
+
         with self.db.store.read(self.id) as r:
             row = r.row
             frames, observations = r.frame_counts(), r.observation_counts()
@@ -186,8 +189,9 @@ class Context:
                 observations=observations,
                 protected=protected,
                 sessions=len(r.session_rows()),
-                checkpoints=sum(1 for _ in r.snapshots()),
+                checkpoints=len(r.active.checkpoint_names()),
                 running_activations=len(r.activations(running_only=True)),
+                pressure=compile_encoding(r, EncodeOptions()).pressure.to_dict(),
             )
 
     def mind(self, *, all_observations: bool = False) -> Mind:

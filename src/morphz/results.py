@@ -62,6 +62,7 @@ class Status:
     sessions: int
     checkpoints: int
     running_activations: int
+    pressure: dict[str, Any]  # level, tokens, figure kind and thresholds of the encoding
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +78,7 @@ class Status:
             "sessions": self.sessions,
             "checkpoints": self.checkpoints,
             "running_activations": self.running_activations,
+            "pressure": self.pressure,
         }
 
 

@@ -322,4 +322,4 @@ def demo_command(*, keep: Path | None) -> None:
         fail()
 
 
-from morphz.interfaces import cli_recall  # noqa: E402, F401  (registers the recall commands)
+from morphz.interfaces import cli_encoding, cli_recall  # noqa: E402, F401  (register commands)

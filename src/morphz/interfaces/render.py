@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Iterable, Sequence
+from typing import Any
 
+from morphz.capacity import Budget
 from morphz.errors import MorphzError, TxError
 from morphz.events import Event
 from morphz.observe import ImportReport
@@ -99,6 +101,13 @@ def lifecycle(frame: FrameView) -> str:
     return frame.lifecycle
 
 
+def _pressure(p: dict[str, Any]) -> str:
+    return (
+        f"{p['level']}: {p['tokens']:,} tokens ({p['kind']}) of {p['hard']:,} hard; "
+        f"notice {p['notice']:,}, warning {p['warning']:,}, critical {p['critical']:,}"
+    )
+
+
 def status(s: Status) -> str:
     return pairs(
         [
@@ -113,6 +122,7 @@ def status(s: Status) -> str:
             ("sessions", s.sessions),
             ("checkpoints", s.checkpoints),
             ("running activations", s.running_activations),
+            ("pressure", _pressure(s.pressure)),
             ("head", s.head),
         ]
     )
@@ -373,4 +383,18 @@ def import_report(report: ImportReport) -> str:
     return (
         f"imported {count} observation{'' if count == 1 else 's'} into {report.context}: "
         f"{report.first_ref} .. {report.last_ref} in {data['seconds']} s{rate}"
+    )
+
+
+def budget(b: Budget, pressure: dict[str, Any]) -> str:
+    return pairs(
+        [
+            ("window", f"{b.window:,} tokens"),
+            ("output reserve", f"{b.output_reserve:,}"),
+            ("configured limit", "none" if b.configured is None else f"{b.configured:,}"),
+            ("maintenance reserve", f"{b.reserve:,}"),
+            ("hard", f"{b.hard:,}"),
+            ("levels", f"notice {b.notice:,}, warning {b.warning:,}, critical {b.critical:,}"),
+            ("pressure", _pressure(pressure)),
+        ]
     )
