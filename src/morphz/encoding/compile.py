@@ -92,6 +92,7 @@ class Encoding:
     pressure: Pressure
     state: ActiveState
     sessions: SessionPlan
+    options: EncodeOptions
 
     @property
     def tokens(self) -> int:
@@ -227,11 +228,15 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     level = pressure(measured.tokens + PRESSURE_SLACK, measured.kind, budget)
     parts.append(("kernel", _kernel(r, opts, running, _pressure_figures(level))))
     parts.extend(tail)
-    return _assemble(parts, level, state, sessions)
+    return _assemble(parts, level, state, sessions, opts)
 
 
 def _assemble(
-    parts: list[tuple[str, str]], level: Pressure, state: ActiveState, sessions: SessionPlan
+    parts: list[tuple[str, str]],
+    level: Pressure,
+    state: ActiveState,
+    sessions: SessionPlan,
+    opts: EncodeOptions,
 ) -> Encoding:
     pieces: list[str] = ["(context-encoding\n"]
     regions: list[Region] = []
@@ -242,4 +247,4 @@ def _assemble(
         separator = "\n" if index < len(parts) - 1 else ")\n"
         pieces.extend((text, separator))
         offset += size + len(separator)
-    return Encoding("".join(pieces), tuple(regions), level, state, sessions)
+    return Encoding("".join(pieces), tuple(regions), level, state, sessions, opts)

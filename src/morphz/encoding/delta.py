@@ -76,7 +76,8 @@ class DeltaEncoder:
         state = encoding.state
         lines = [f"(mind-version {state.version}) (clock {state.clock})"]
         new_obs = [o for o in state.observations if o.seq not in sent.observations]
-        lines.extend(f"(arrived {render.observation(o)})" for o in new_obs)
+        threshold = encoding.options.preview_threshold
+        lines.extend(f"(arrived {render.observation(o, threshold)})" for o in new_obs)
         new_frames = [f for f in state.frames if f.id not in sent.frames]
         lines.extend(f"(derived {render.frame(f, state.clock)})" for f in new_frames)
         changed = [

@@ -23,12 +23,16 @@ def observation(obs: ActiveObservation, threshold: int = DEFAULT_PREVIEW_THRESHO
     )
     if len(obs.text) <= threshold:
         return f"{head} (text {quote(obs.text)}))"
-    omitted = len(obs.text) - HEAD_CHARS - TAIL_CHARS
+    # head + tail <= 3/4 of the threshold < the text: they never overlap, omitted > 0
+    first = min(HEAD_CHARS, threshold // 2)
+    last = min(TAIL_CHARS, threshold // 4)
+    omitted = len(obs.text) - first - last
     ref = make_ref(obs.seq)
+    tail = quote(obs.text[len(obs.text) - last :])
     return (
-        f"{head} (preview (total-chars {len(obs.text)}) (head {quote(obs.text[:HEAD_CHARS])}) "
+        f"{head} (preview (total-chars {len(obs.text)}) (head {quote(obs.text[:first])}) "
         f'(omitted "{omitted} characters: read {ref} with recall for the full text") '
-        f"(tail {quote(obs.text[-TAIL_CHARS:])})))"
+        f"(tail {tail})))"
     )
 
 

@@ -1,0 +1,275 @@
+"""ContextDelta (DESIGN §9): the previous request unchanged plus an increment, or a rebuilt seed
+when something already sent changed; and the prefix-reuse meter."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import morphz
+from morphz.encoding import DeltaEncoder, EncodeOptions, PrefixMeter, common_prefix
+from morphz.txlang import SList, read, read_one
+from morphz.txlang.sexpr import quote
+
+OPTS = EncodeOptions(local_time="2026-08-04T10:00:00+00:00")
+
+
+def tx(ctx: morphz.Context, ops: str, reason: str | None = None) -> None:
+    why = f" (reason {quote(reason)})" if reason is not None else ""
+    ctx.commit(f"(context-tx (base-version {ctx.version}){why} {ops})")
+
+
+def seeded(ctx: morphz.Context, opts: EncodeOptions = OPTS) -> tuple[DeltaEncoder, str]:
+    """A context with content in the seed, and the encoder that sent it."""
+    ctx.observe("user_message", "deploy the service")
+    ctx.observe("tool_result", 'found "config" at C:\\srv\\app; 部署')
+    tx(ctx, "(derive plan (from @e1) (step one)) (create notes (n 1)) (checkpoint start)")
+    encoder = DeltaEncoder()
+    first = encoder.next(ctx.encode(opts))
+    assert first == ctx.encode(opts).text
+    assert (encoder.rebuilds, encoder.increments) == (1, 0)
+    return encoder, first
+
+
+def increment(previous: str, request: str) -> SList:
+    """The increment appended to ``previous``: one (context-delta ...) and one (evaluate)."""
+    assert request.startswith(previous)
+    forms = read(request[len(previous) :])
+    assert len(forms) == 2
+    delta, evaluate = forms
+    assert isinstance(delta, SList) and delta.head == "context-delta"
+    assert isinstance(evaluate, SList) and evaluate.head == "evaluate"
+    return delta
+
+
+def heads(delta: SList) -> list[str | None]:
+    return [item.head for item in delta.items[1:] if isinstance(item, SList)]
+
+
+def test_new_observations_and_frames_are_sent_as_increments(ctx: morphz.Context) -> None:
+    encoder, first = seeded(ctx)
+
+    ctx.observe("tool_result", 'output with "quotes" and \\ and\nnewlines')
+    second = encoder.next(ctx.encode(OPTS))
+    delta = increment(first, second)
+    assert heads(delta) == ["mind-version", "clock", "arrived", "observation-state", "kernel"]
+    assert "(arrived (observation @e4 (kind tool_result)" in second[len(first) :]
+
+    tx(ctx, "(derive result (from @e4) (ok yes)) (relate result supports plan)")
+    third = encoder.next(ctx.encode(OPTS))
+    delta = increment(second, third)
+    assert "derived" in heads(delta) and "related" in heads(delta)
+    assert "(derived (frame result (revision 1) (lifecycle active) (sources @e4)" in third
+    assert "(related (result supports plan))" in third[len(second) :]
+
+    tx(ctx, "(protect @e1) (protect notes) (checkpoint later)")  # mutable attributes only
+    fourth = encoder.next(ctx.encode(OPTS))
+    delta = increment(third, fourth)
+    added = fourth[len(third) :]
+    assert "(updated (frame notes (revision 1) (lifecycle active) (protected)" in added
+    assert "(@e1 (protected)" in added
+
+    ctx.observe("recall_result", "nothing ticks")
+    ctx.observe("user_message", "and a new question")
+    fifth = encoder.next(ctx.encode(OPTS))
+    delta = increment(fourth, fifth)
+    assert heads(delta).count("arrived") == 2
+    assert (encoder.rebuilds, encoder.increments) == (1, 4)
+    assert encoder.text == fifth
+    for request in (second, third, fourth, fifth):
+        forms = read(request)
+        assert isinstance(forms[0], SList) and forms[0].head == "context-encoding"
+
+
+def test_an_unchanged_state_still_gets_a_fresh_kernel(ctx: morphz.Context) -> None:
+    encoder, first = seeded(ctx)
+    second = encoder.next(ctx.encode(OPTS))
+    assert heads(increment(first, second)) == [
+        "mind-version",
+        "clock",
+        "observation-state",
+        "kernel",
+    ]
+
+
+def _rebuilt(encoder: DeltaEncoder, ctx: morphz.Context, previous: str) -> str:
+    fresh = ctx.encode(OPTS)
+    request = encoder.next(fresh)
+    assert request == fresh.text
+    assert not request.startswith(previous)
+    assert "(context-delta" not in request
+    return request
+
+
+def test_retiring_a_seed_observation_rebuilds(ctx: morphz.Context) -> None:
+    encoder, first = seeded(ctx)
+    tx(ctx, "(retire @e2)", reason="read it")
+    _rebuilt(encoder, ctx, first)
+    assert encoder.rebuilds == 2
+
+
+def test_retiring_an_observation_sent_in_an_increment_rebuilds(ctx: morphz.Context) -> None:
+    encoder, first = seeded(ctx)
+    ctx.observe("tool_result", "later")
+    second = encoder.next(ctx.encode(OPTS))
+    assert second.startswith(first)
+    tx(ctx, "(retire @e4)", reason="read it")
+    third = _rebuilt(encoder, ctx, second)
+    assert "later" not in third
+    ctx.observe("user_message", "after the rebuild")
+    fourth = encoder.next(ctx.encode(OPTS))
+    increment(third, fourth)  # increments continue from the new seed
+    assert (encoder.rebuilds, encoder.increments) == (2, 2)
+
+
+def test_revising_a_seed_frame_rebuilds(ctx: morphz.Context) -> None:
+    encoder, first = seeded(ctx)
+    tx(ctx, "(revise plan (step two))")
+    second = _rebuilt(encoder, ctx, first)
+    assert "(frame plan (revision 2)" in second
+
+
+def test_retiring_a_seed_frame_rebuilds(ctx: morphz.Context) -> None:
+    encoder, first = seeded(ctx)
+    tx(ctx, "(retire notes)", reason="not needed")
+    second = _rebuilt(encoder, ctx, first)
+    assert "(frame notes (revision 1) (lifecycle retiring) (remaining-ticks 8)" in second
+
+
+def test_revising_a_frame_sent_in_an_increment_rebuilds(ctx: morphz.Context) -> None:
+    encoder, first = seeded(ctx)
+    tx(ctx, "(create extra (e 1))")
+    second = encoder.next(ctx.encode(OPTS))
+    increment(first, second)
+    tx(ctx, "(revise extra (e 2))")
+    _rebuilt(encoder, ctx, second)
+
+
+def test_a_rollback_rebuilds(ctx: morphz.Context) -> None:
+    encoder, first = seeded(ctx)
+    tx(ctx, "(create draft (d 1))")
+    second = encoder.next(ctx.encode(OPTS))
+    increment(first, second)
+    tx(ctx, "(rollback start)", reason="start over")
+    third = _rebuilt(encoder, ctx, second)
+    assert "(frame draft" not in third
+
+
+def test_a_rollback_of_seed_content_rebuilds(ctx: morphz.Context) -> None:
+    ctx.observe("user_message", "go")
+    tx(ctx, "(create plan (p 1)) (checkpoint cp)")
+    tx(ctx, "(revise plan (p 2)) (create more (m 1))")
+    encoder = DeltaEncoder()
+    first = encoder.next(ctx.encode(OPTS))
+    tx(ctx, "(rollback cp)", reason="undo")
+    second = _rebuilt(encoder, ctx, first)
+    assert "(frame plan (revision 1)" in second and "(frame more" not in second
+
+
+def test_moving_unrelating_or_dropping_sent_content_rebuilds(ctx: morphz.Context) -> None:
+    encoder, first = seeded(ctx)
+    tx(ctx, "(place notes first)")
+    second = _rebuilt(encoder, ctx, first)
+    tx(ctx, "(relate notes about plan)")
+    third = encoder.next(ctx.encode(OPTS))
+    increment(second, third)
+    tx(ctx, "(unrelate notes about plan)", reason="wrong")
+    fourth = _rebuilt(encoder, ctx, third)
+    tx(ctx, "(drop-checkpoint start)", reason="old")
+    _rebuilt(encoder, ctx, fourth)
+    assert encoder.rebuilds == 4
+
+
+def test_increments_preview_large_observations_like_the_inbox(ctx: morphz.Context) -> None:
+    encoder, first = seeded(ctx)
+    large = "HEAD " + "0123456789" * 2_000 + " TAIL"  # above the default threshold
+    ctx.observe("tool_result", large)
+    second = encoder.next(ctx.encode(OPTS))
+    added = second[len(first) :]
+    assert f"(preview (total-chars {len(large)})" in added
+    assert "@e4 with recall" in added
+    assert large not in second
+
+
+def test_increments_respect_the_configured_preview_threshold(ctx: morphz.Context) -> None:
+    opts = EncodeOptions(local_time="2026-08-04T10:00:00+00:00", preview_threshold=500)
+    encoder, first = seeded(ctx, opts)
+    text = "HEAD " + "abcdefghij" * 400 + " TAIL"  # 4,010 characters: above 500
+    ctx.observe("tool_result", text)
+    fresh = ctx.encode(opts)
+    assert "(observation @e4 " in fresh.region("inbox")
+    assert "(preview (total-chars 4010)" in fresh.region("inbox")  # the inbox previews it
+    second = encoder.next(fresh)
+    added = second[len(first) :]
+    assert "(preview (total-chars 4010)" in added  # so must the increment
+    assert text not in added
+
+
+# ------------------------------------------------------------------ prefix-reuse meter
+
+
+def test_common_prefix_on_hand_made_strings() -> None:
+    assert common_prefix(b"", b"") == 0
+    assert common_prefix(b"", b"abc") == 0
+    assert common_prefix(b"abc", b"abc") == 3
+    assert common_prefix(b"abc", b"abd") == 2
+    assert common_prefix(b"abc", b"abcdef") == 3
+    assert common_prefix(b"abcdef", b"abc") == 3
+    assert common_prefix(b"xbc", b"abc") == 0
+    assert common_prefix("部署A".encode(), "部署B".encode()) == 6  # two 3-byte characters
+    assert common_prefix("部署".encode(), "部署在".encode()) == 6
+    assert common_prefix("é".encode(), b"e") == 0
+    assert common_prefix("(inbox 😀)".encode(), "(inbox 😀 x)".encode()) == 11
+
+
+@settings(max_examples=300, deadline=None)
+@given(shared=st.binary(max_size=50), a=st.binary(max_size=20), b=st.binary(max_size=20))
+def test_common_prefix_matches_a_byte_by_byte_scan(shared: bytes, a: bytes, b: bytes) -> None:
+    left, right = shared + a, shared + b
+    expected = 0
+    while expected < min(len(left), len(right)) and left[expected] == right[expected]:
+        expected += 1
+    assert common_prefix(left, right) == expected
+    assert common_prefix(right, left) == expected
+
+
+def test_prefix_meter_shares_and_aggregate() -> None:
+    meter = PrefixMeter()
+    assert meter.rate == 0.0
+    assert meter.add("abc") is None  # the first request is not counted
+    assert meter.rate == 0.0 and meter.total == 0
+    assert meter.add("abcdef") == 0.5
+    assert meter.add("abcdef") == 1.0
+    assert meter.add("xyz") == 0.0
+    assert meter.requests == 4
+    assert meter.shares == [0.5, 1.0, 0.0]
+    assert (meter.reused, meter.total) == (3 + 6 + 0, 6 + 6 + 3)
+    assert meter.rate == 9 / 15
+
+
+def test_prefix_meter_counts_utf8_bytes() -> None:
+    meter = PrefixMeter()
+    meter.add("(inbox 部署")
+    share = meter.add("(inbox 部署 杭州)")
+    prefix, whole = len("(inbox 部署".encode()), len("(inbox 部署 杭州)".encode())
+    assert share == prefix / whole
+    assert (meter.reused, meter.total) == (prefix, whole)
+
+
+def test_prefix_meter_over_a_delta_run(ctx: morphz.Context) -> None:
+    encoder, first = seeded(ctx)
+    meter, plain = PrefixMeter(), PrefixMeter()
+    meter.add(first)
+    plain.add(first)
+    previous = first
+    for step in range(4):
+        ctx.observe("tool_result", f"result {step}")
+        fresh = ctx.encode(OPTS)
+        request = encoder.next(fresh)
+        assert meter.add(request) == len(previous.encode()) / len(request.encode())
+        plain_share = plain.add(fresh.text)
+        assert plain_share is not None and plain_share < 1.0
+        previous = request
+    assert meter.rate > plain.rate
+    assert len(meter.shares) == 4
+    read_one(first)  # the seed is one complete encoding
