@@ -6,7 +6,8 @@ transactions.
 >>> ctx = db.context("context-default", create=True)   # doctest: +SKIP
 """
 
-from morphz.contextdb import DEFAULT_CONTEXT, DEFAULT_SESSION, Context, Database, open
+from morphz.contextdb import DEFAULT_CONTEXT, DEFAULT_SESSION, Context
+from morphz.database import Database, open
 from morphz.errors import (
     BudgetError,
     ConflictError,

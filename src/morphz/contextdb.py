@@ -13,16 +13,16 @@ import time as time_module
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from morphz import events as ev
 from morphz import observe as appending
-from morphz.errors import InputError, StoreError
-from morphz.ids import describe_id_rules, is_id, is_ref, make_ref, ref_seq
+from morphz.checks import check_id, check_window, parse_ref
+from morphz.errors import InputError
+from morphz.ids import make_ref
 from morphz.mind import (
-    DEFAULT_WINDOW,
     Changes,
     Env,
     advances_clock,
@@ -34,119 +34,20 @@ from morphz.mind import (
     remaining_ticks,
     tx_boundaries,
 )
-from morphz.mind.lifecycle import MAX_WINDOW
 from morphz.observe import Observation
 from morphz.recall import maintain
 from morphz.results import AuditReport, FrameView, Mind, ObservationView, Receipt, Status
-from morphz.store.base import ActivationRow, SessionRow, Store, WriteTxn
-from morphz.store.sqlite import SqliteStore
+from morphz.store.base import ActivationRow, SessionRow, WriteTxn
 from morphz.txlang import print_tx, read_tx
 
 if TYPE_CHECKING:
     from morphz.capacity import Budget
+    from morphz.database import Database
     from morphz.encoding.compile import EncodeOptions, Encoding
     from morphz.recall.api import Recall, RecallIndex
 
 DEFAULT_SESSION = "default"
 DEFAULT_CONTEXT = "context-default"
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def normalize_time(value: datetime | str | None, what: str = "time") -> str | None:
-    """An ISO 8601 time with an explicit offset, or None. Naive times are refused."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError as exc:
-            raise InputError(
-                f"{what} {value!r} is not an ISO 8601 time: use e.g. 2026-08-04T09:00:00+08:00"
-            ) from exc
-    else:
-        parsed = value
-    if parsed.tzinfo is None or parsed.utcoffset() is None:
-        raise InputError(
-            f"{what} {value!s} has no UTC offset: add one, e.g. 2026-08-04T09:00:00+08:00 or Z"
-        )
-    return parsed.isoformat()
-
-
-def _check_id(value: str, what: str) -> str:
-    if not isinstance(value, str) or not is_id(value):
-        raise InputError(f"{what} {value!r} is not a valid id: {describe_id_rules()}")
-    return value
-
-
-class Database:
-    """A Morphz store holding many contexts. Use :func:`morphz.open` to get one."""
-
-    def __init__(self, store: Store, *, now: Callable[[], datetime] = utc_now) -> None:
-        self.store = store
-        self.now = now
-
-    def timestamp(self) -> str:
-        return self.now().astimezone(UTC).isoformat()
-
-    def context(
-        self, context_id: str = DEFAULT_CONTEXT, *, create: bool = False, window: int | None = None
-    ) -> Context:
-        """The context named ``context_id``; ``create=True`` makes it when it does not exist."""
-        _check_id(context_id, "context id")
-        if create and context_id not in self.store.context_ids():
-            return self.create_context(context_id, window=window)
-        with self.store.read(context_id):
-            pass  # raises ContextNotFoundError with a hint when it does not exist
-        return Context(self, context_id)
-
-    def create_context(self, context_id: str, *, window: int | None = None) -> Context:
-        _check_id(context_id, "context id")
-        size = DEFAULT_WINDOW if window is None else window
-        _check_window(size)
-        self.store.create_context(context_id, size, self.timestamp())
-        return Context(self, context_id)
-
-    def contexts(self) -> list[str]:
-        return self.store.context_ids()
-
-    def close(self) -> None:
-        self.store.close()
-
-    def __enter__(self) -> Database:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _check_window(window: int) -> None:
-    if not isinstance(window, int) or not 0 <= window <= MAX_WINDOW:
-        raise InputError(f"window must be an integer from 0 to {MAX_WINDOW} ticks, not {window!r}")
-
-
-def open(
-    target: str | Path,
-    *,
-    synchronous: str = "NORMAL",
-    busy_timeout: float = 30.0,
-    create: bool = True,
-    now: Callable[[], datetime] = utc_now,
-) -> Database:
-    """Open a store: a filesystem path opens an embedded SQLite database, creating the file
-    (and its folder) unless ``create=False``. ``synchronous`` is NORMAL (a process crash loses
-    nothing committed) or FULL (power loss neither)."""
-    text = str(target)
-    if text.startswith(("postgresql://", "postgres://")):
-        raise StoreError(
-            "this Morphz release stores contexts in SQLite only: pass a file path such as "
-            "~/.morphz/morphz.db (the PostgreSQL backend is a separate, planned issue)"
-        )
-    path = Path(text).expanduser()
-    store = SqliteStore(path, synchronous=synchronous, busy_timeout=busy_timeout, create=create)
-    return Database(store, now=now)
 
 
 class Context:
@@ -238,7 +139,7 @@ class Context:
         return out
 
     def event(self, ref: str | int) -> ev.Event:
-        seq = ref if isinstance(ref, int) else _parse_ref(ref)
+        seq = ref if isinstance(ref, int) else parse_ref(ref)
         with self.db.store.read(self.id) as r:
             found = r.event(seq)
         if found is None:
@@ -320,7 +221,7 @@ class Context:
         batch = [appending.check(item) for item in items]
         if not batch:
             raise InputError("observe_batch needs at least one observation")
-        _check_id(session, "session id")
+        check_id(session, "session id")
         recorded = self.db.timestamp()
         tick = advances_clock([item.kind for item in batch])
         with self.db.store.write(self.id) as w:
@@ -343,7 +244,7 @@ class Context:
 
         Every line is validated first (an error names its line); then all of them are appended
         in one database transaction, as one batch (one clock tick) - all or nothing."""
-        _check_id(session, "session id")
+        check_id(session, "session id")
         started = time_module.perf_counter()
         items = appending.parse_all(appending.read_lines(source))
         recorded = self.db.timestamp()
@@ -419,7 +320,7 @@ class Context:
         session: str,
         on_write: Callable[[WriteTxn, int], None] | None = None,
     ) -> ev.Event:
-        _check_id(session, "session id")
+        check_id(session, "session id")
         recorded = self.db.timestamp()
         with self.db.store.write(self.id) as w:
             row = w.row
@@ -454,7 +355,7 @@ class Context:
 
     def create_session(self, session: str) -> ev.Event:
         """Create a session explicitly (the first event in a new session also creates it)."""
-        _check_id(session, "session id")
+        check_id(session, "session id")
         with self.db.store.read(self.id) as r:
             if r.session(session) is not None:
                 raise InputError(f"session '{session}' already exists in context '{self.id}'")
@@ -463,7 +364,7 @@ class Context:
     def start_activation(self, session: str, root: str | None = None) -> str:
         """Mark running work in ``session``. ``root`` (an @e ref) becomes causally protected
         until :meth:`finish_activation`. Returns the activation id."""
-        root_seq = _parse_ref(root) if root is not None else None
+        root_seq = parse_ref(root) if root is not None else None
         activation_id = f"act-{uuid.uuid4().hex[:12]}"
 
         def put(w: WriteTxn, seq: int) -> None:
@@ -496,7 +397,7 @@ class Context:
         """Commit a context transaction atomically, or raise a typed TxError (state untouched)."""
         if not isinstance(text, str):
             raise InputError("a context transaction is text: (context-tx (base-version N) OP...)")
-        _check_id(session, "session id")
+        check_id(session, "session id")
         tx = read_tx(text)
         boundaries = tx_boundaries(tx)
         canonical = print_tx(tx)
@@ -566,7 +467,7 @@ class Context:
 
     def set_window(self, window: int, *, session: str = DEFAULT_SESSION) -> ev.Event:
         """Change the organizing window (in clock ticks) for retirements started from now on."""
-        _check_window(window)
+        check_window(window)
         recorded = self.db.timestamp()
         with self.db.store.write(self.id) as w:
             row = w.row
@@ -596,18 +497,4 @@ class Context:
         return event
 
 
-def _parse_ref(ref: str) -> int:
-    if not isinstance(ref, str) or not is_ref(ref):
-        raise InputError(f"{ref!r} is not an event ref: use the form @e42")
-    return ref_seq(ref)
-
-
-__all__ = [
-    "DEFAULT_CONTEXT",
-    "DEFAULT_SESSION",
-    "Context",
-    "Database",
-    "Observation",
-    "normalize_time",
-    "open",
-]
+__all__ = ["DEFAULT_CONTEXT", "DEFAULT_SESSION", "Context"]

@@ -56,9 +56,9 @@ def check_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def check(item: Observation) -> Checked:
-    from morphz.contextdb import normalize_time
+    from morphz.checks import normalize_time
 
-    if item.kind not in OBSERVATION_KINDS:
+    if not isinstance(item.kind, str) or item.kind not in OBSERVATION_KINDS:
         kinds = ", ".join(sorted(OBSERVATION_KINDS))
         raise InputError(f"unknown observation kind {item.kind!r}: use one of {kinds}")
     if not isinstance(item.text, str):

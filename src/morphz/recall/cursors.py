@@ -46,8 +46,10 @@ def decode(key: bytes, token: str, expected_fingerprint: str) -> dict[str, Any]:
     try:
         body, mac = token.split(".")
         raw, given = _unb64(body), _unb64(mac)
-    except (ValueError, binascii.Error) as exc:
+    except (ValueError, binascii.Error, AttributeError) as exc:
         raise CursorError(f"this cursor is malformed: {hint}") from exc
+    if _b64(raw) != body or _b64(given) != mac:  # only the exact issued spelling is accepted
+        raise CursorError(f"this cursor was altered: {hint}")
     expected = hmac.new(key, raw, hashlib.sha256).digest()[:_MAC_BYTES]
     if not hmac.compare_digest(given, expected):
         raise CursorError(f"this cursor was altered or comes from another store: {hint}")

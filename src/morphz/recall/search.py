@@ -26,7 +26,7 @@ from morphz.ids import make_ref
 from morphz.mind.lifecycle import OBSERVATION_KINDS
 from morphz.recall import cursors
 from morphz.recall.documents import time_us
-from morphz.recall.tokenize import query_terms, quote_term
+from morphz.recall.tokenize import query_terms, query_words, quote_term
 from morphz.store.base import ReadTxn
 from morphz.store.recall_base import EventRow, Filters, FrameRow, Pin
 
@@ -90,7 +90,7 @@ class SearchPage:
 def _time_arg(value: datetime | str | None, name: str) -> int | None:
     if value is None:
         return None
-    from morphz.contextdb import normalize_time
+    from morphz.checks import normalize_time
 
     iso = normalize_time(value, name)
     assert iso is not None
@@ -170,10 +170,10 @@ def search(
         "lifecycle": sorted(lifecycle or []),
     }
     digest = cursors.fingerprint(params)
-    state = cursors.decode(key, cursor, digest) if cursor else None
+    state = cursors.decode(key, cursor, digest) if cursor is not None else None
     pin = Pin(state["s"], state["f"]) if state else r.recall.pin(r.row.last_seq)
     page = _Page(r, key, filters, pin, limit, digest, state)
-    return page.ranked(terms) if terms else page.chronological()
+    return page.ranked(terms, query_words(query or "")) if terms else page.chronological()
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,21 +192,23 @@ class _Page:
         payload = {"q": self.digest, "s": self.pin.max_seq, "f": self.pin.max_frame_doc}
         return cursors.encode(self.key, {**payload, **extra})
 
-    def ranked(self, terms: list[str]) -> SearchPage:
+    def ranked(self, terms: list[str], words: list[str]) -> SearchPage:
         seen = cursors.unpack_ids(self.state["seen"]) if self.state else set()
         room = MAX_PAGED_RESULTS - len(seen)
         want = min(self.limit, room)
-        match = _match(self.r, terms)
+        # the match chosen on the first page is kept: a word turning common later must not
+        # change which documents the pinned evidence set holds
+        match = self.state["m"] if self.state else _match(self.r, terms)
         rows = self.r.recall.ranked(match, self.pin, self.filters, len(seen) + want + 1)
         fresh = [(rowid, score) for rowid, score in rows if rowid not in seen]
         page = fresh[:want]
         next_cursor = None
         if len(fresh) > want and room > want:
             ids = [*seen, *(rowid for rowid, _ in page)]
-            next_cursor = self._cursor({"seen": cursors.pack_ids(ids)})
+            next_cursor = self._cursor({"seen": cursors.pack_ids(ids), "m": match})
         scores = {rowid: -score for rowid, score in page}
         hits = _hydrate(self.r, [rowid for rowid, _ in page], scores)
-        return SearchPage(tuple(hits), next_cursor, "relevance", tuple(terms))
+        return SearchPage(tuple(hits), next_cursor, "relevance", tuple(words))
 
     def chronological(self) -> SearchPage:
         after = (self.state["t"], self.state["i"]) if self.state else None
@@ -222,7 +224,7 @@ class _Page:
 
 def _hydrate(r: ReadTxn, rowids: list[int], scores: dict[int, float]) -> list[Hit]:
     events = r.recall.events_by_seq([i for i in rowids if i > 0])
-    frames = r.recall.frames_by_doc([i for i in rowids if i < 0])
+    frames = r.recall.frames_by_ord([i for i in rowids if i < 0])
     out: list[Hit] = []
     for rowid in rowids:
         score = float(f"{scores[rowid]:.6g}") if rowid in scores else None

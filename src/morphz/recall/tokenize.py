@@ -17,16 +17,21 @@ Both sides, documents and queries, go through the same Python step before FTS5 s
   bigrams, plus the run's last character as a unigram (so that a one-character query can find a
   character in any position through a prefix query, see below).
 
+* stem words with the Snowball English stemmer (Porter2, :func:`stem`, cached): FTS5's built-in
+  ``porter`` tokenizer implements the original Porter algorithm, which stems *deploying* and
+  *deployed* to ``deploi`` but *deployment* to ``deploy``, so a search for one missed the other.
+
 The resulting space-separated token string is what gets indexed, with the FTS5 tokenizer
-:data:`FTS5_TOKENIZER` (Porter stemming on top of ``unicode61``).  A query becomes an OR of its
+:data:`FTS5_TOKENIZER` (``unicode61``; the stemming is already done).  A query becomes an OR of its
 distinct quoted terms (never an AND: a question rarely shares all its words with the answer); a
 lone CJK character becomes a prefix term ``"x"*``.  Every term is double-quoted and contains only
 letters and digits, so FTS5 syntax in the user text (AND, OR, NOT, NEAR, ``"``, ``:``, ``^``,
 ``*``, parentheses) is inert and the expression is never an FTS5 syntax error.
 
-Recommended index: one row per event with two columns, both filled through :func:`index_text`:
-``body``, the event's own text (e.g. ``"Speaker: text"``, plus an image caption if there is
-one), and ``context``, the text of the previous and the next event of the same conversation;
+The index: one row per event with two columns, both filled through :func:`index_text`:
+``body``, the event's own text (e.g. ``"Speaker: text"``), and ``near``, the text of the
+previous observation of the same session (Morphz indexes only the previous one, so documents
+never change after they are written; the research also measured previous + next);
 rank with ``ORDER BY bm25(table, 1.0, CONTEXT_WEIGHT)`` (FTS5's bm25 has fixed k1 1.2, b 0.75).
 The context column matters because the words of a question are often in the turn that prompted
 the answer or in the reply to it, not in the answering turn itself.
@@ -43,6 +48,7 @@ plain bm25 (unicode61, OR of words)        0.283  0.514  0.603   0.391
 + Porter + stopwords (body only)           0.366  0.596  0.674   0.470
 + context = previous event, weight 0.5     0.391  0.699  0.783   0.530
 + context = previous + next, weight 0.5    0.400  0.708  0.798   0.530
+as shipped: Snowball (Porter2), previous   0.393  0.706  0.784   0.524
 =========================================  =====  =====  ======  =====
 
 The context weight is flat between 0.4 and 0.6; leave-one-conversation-out choice of the weight
@@ -56,9 +62,10 @@ characters; :func:`match_query` about 3 µs for a typical question.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from itertools import filterfalse
 from typing import Final
+
+import snowballstemmer  # type: ignore[import-untyped]
 
 __all__ = [
     "CONTEXT_WEIGHT",
@@ -69,7 +76,7 @@ __all__ = [
     "query_terms",
 ]
 
-FTS5_TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
+FTS5_TOKENIZER: Final = "unicode61 remove_diacritics 2"
 """Tokenizer argument for ``CREATE VIRTUAL TABLE ... USING fts5(..., tokenize='...')``."""
 
 CONTEXT_WEIGHT: Final = 0.5
@@ -124,8 +131,24 @@ _MIXED: Final = re.compile(f"([{_CJK_CLASS}]+)|((?:(?![{_CJK_CLASS}])[^\\W_])+)"
 _MAX_QUERY_TERMS: Final = 128
 
 
-def _tokens(text: str, *, trailing_unigram: bool) -> Iterable[str]:
-    """Lower-cased tokens of ``text`` without stopwords; CJK runs become bigrams.
+_STEMMER: Final = snowballstemmer.stemmer("english")
+_STEMS: dict[str, str] = {}
+_MAX_STEMS: Final = 200_000
+
+
+def stem(word: str) -> str:
+    """The Snowball English (Porter2) stem of a lower-case word, cached: deployment, deploying,
+    deployed and deploy all give ``deploy`` (FTS5's older Porter stemmer splits them)."""
+    found = _STEMS.get(word)
+    if found is None:
+        if len(_STEMS) >= _MAX_STEMS:
+            _STEMS.clear()
+        found = _STEMS[word] = _STEMMER.stemWord(word)
+    return found
+
+
+def _tokens(text: str, *, trailing_unigram: bool, stemmed: bool = True) -> list[str]:
+    """Lower-cased, stemmed tokens of ``text`` without stopwords; CJK runs become bigrams.
 
     Full-width Latin letters and digits (common in CJK text) are folded to ASCII first, so that
     they match their ordinary forms (a full NFKC normalisation costs ~20 µs per 100 CJK characters
@@ -135,17 +158,19 @@ def _tokens(text: str, *, trailing_unigram: bool) -> Iterable[str]:
     character (index side); a one-character run always yields that character.
     """
     if text.isascii():
-        return filterfalse(_IS_STOP, text.translate(_ASCII_FOLD).split())
+        words = filterfalse(_IS_STOP, text.translate(_ASCII_FOLD).split())
+        return [stem(w) for w in words] if stemmed else list(words)
     if _FULLWIDTH.search(text):
         text = text.translate(_FULLWIDTH_FOLD)
     low = text.lower()
     if not _CJK_RUN.search(low):
-        return filterfalse(_IS_STOP, _WORD.findall(low))
+        words = filterfalse(_IS_STOP, _WORD.findall(low))
+        return [stem(w) for w in words] if stemmed else list(words)
     out: list[str] = []
     for cjk, word in _MIXED.findall(low):
         if not cjk:
             if word not in STOPWORDS:
-                out.append(word)
+                out.append(stem(word) if stemmed else word)
         elif len(cjk) == 1:
             out.append(cjk)
         else:
@@ -172,6 +197,13 @@ def query_terms(query: str, max_terms: int = _MAX_QUERY_TERMS) -> list[str]:
     :func:`index_text` adds); a lone CJK character is kept as it is.
     """
     words = _tokens(query, trailing_unigram=False)
+    return list(dict.fromkeys(words))[:max_terms]
+
+
+def query_words(query: str, max_terms: int = _MAX_QUERY_TERMS) -> list[str]:
+    """The words of ``query`` that are searched (lower-cased, no stopwords), before stemming:
+    what to show a person as "matched"."""
+    words = _tokens(query, trailing_unigram=False, stemmed=False)
     return list(dict.fromkeys(words))[:max_terms]
 
 

@@ -2,6 +2,8 @@
 
 The FTS5 rowid of an event document is the event's ``seq``; frame documents get negative
 rowids, a new one each time the frame's text changes (``recall_frames`` maps frame -> rowid).
+Searches identify documents by a stable *ord*: the seq for events, minus the frame's ``key`` for
+frames (a number the frame keeps through revisions and rebuilds).
 Every write here runs inside the caller's write transaction, so the index changes together with
 the events and the mind it describes.
 """
@@ -81,7 +83,7 @@ class SqliteRecall:
         table = self.table()
         for doc in docs:
             old = self.conn.execute(
-                "SELECT doc_id FROM recall_frames WHERE context_id = ? AND frame_id = ?",
+                "SELECT doc_id, key FROM recall_frames WHERE context_id = ? AND frame_id = ?",
                 (self.cid, doc.frame_id),
             ).fetchone()
             if old is not None:
@@ -95,12 +97,13 @@ class SqliteRecall:
             meta = self.meta()
             assert meta is not None
             number = meta[2] + 1
+            key = old[1] if old is not None else number
             self.conn.execute(
                 f"INSERT INTO {table} (rowid, body, near) VALUES (?, ?, '')", (-number, doc.body)
             )
             self.conn.execute(
-                "INSERT INTO recall_frames VALUES (?, ?, ?, ?)",
-                (self.cid, doc.frame_id, -number, doc.time_us),
+                "INSERT INTO recall_frames VALUES (?, ?, ?, ?, ?)",
+                (self.cid, doc.frame_id, -number, key, doc.time_us),
             )
             self.conn.execute(
                 "UPDATE recall_meta SET frame_docs = ? WHERE context_id = ?", (number, self.cid)
@@ -130,29 +133,29 @@ class SqliteRecall:
         return int(row[0])
 
     def ranked(self, match: str, pin: Pin, filters: Filters, limit: int) -> list[tuple[int, float]]:
-        """(rowid, score) by bm25 (lower is better), ties newest first."""
+        """(ord, score) by bm25 (lower is better); ties by ord, descending (newer events first,
+        then frames in the order they entered the index). Only the pinned evidence set: events
+        up to ``max_seq``, frames whose key is at most ``max_frame_doc``."""
         table = self.table()
         score = _BM25.format(t=table)
-        if not filters.needs_join:
-            sql = (
-                f"SELECT rowid, {score} AS s FROM {table} WHERE {table} MATCH ? "
-                "AND rowid <= ? AND rowid >= ? ORDER BY s, rowid DESC LIMIT ?"
-            )
-            rows = self.conn.execute(sql, (match, pin.max_seq, -pin.max_frame_doc, limit))
-            return [(r[0], r[1]) for r in rows]
-        where, params = _filter_sql(filters)
-        sql = (
-            f"SELECT f.rowid, {score} AS s FROM {table} f "
+        where, params = _filter_sql(filters) if filters.needs_join else ("", [])
+        joins = (
             "LEFT JOIN events e ON f.rowid > 0 AND e.context_id = ? AND e.seq = f.rowid "
             "LEFT JOIN observations o ON f.rowid > 0 AND o.context_id = ? AND o.seq = f.rowid "
-            "LEFT JOIN recall_frames rf ON f.rowid < 0 AND rf.context_id = ? "
-            "AND rf.doc_id = f.rowid "
             "LEFT JOIN frames fr ON fr.context_id = ? AND fr.frame_id = rf.frame_id "
-            f"WHERE {table} MATCH ? AND f.rowid <= ? AND f.rowid >= ?{where} "
-            "ORDER BY s, f.rowid DESC LIMIT ?"
+            if filters.needs_join
+            else ""
+        )
+        sql = (
+            f"SELECT coalesce(-rf.key, f.rowid) AS ord, {score} AS s FROM {table} f "
+            "LEFT JOIN recall_frames rf ON f.rowid < 0 AND rf.context_id = ? "
+            f"AND rf.doc_id = f.rowid {joins}"
+            f"WHERE {table} MATCH ? AND (f.rowid BETWEEN 1 AND ? OR rf.key <= ?){where} "
+            "ORDER BY s, ord DESC LIMIT ?"
         )
         cid = self.cid
-        args = (cid, cid, cid, cid, match, pin.max_seq, -pin.max_frame_doc, *params, limit)
+        join_args = (cid, cid, cid) if filters.needs_join else ()
+        args = (cid, *join_args, match, pin.max_seq, pin.max_frame_doc, *params, limit)
         return [(r[0], r[1]) for r in self.conn.execute(sql, args)]
 
     def chronological(
@@ -203,11 +206,11 @@ class SqliteRecall:
         self, pin: Pin, filters: Filters, after: tuple[int, int] | None, limit: int
     ) -> list[tuple[int, int]]:
         sql = (
-            "SELECT rf.time_us, rf.doc_id FROM recall_frames rf "
+            "SELECT rf.time_us, -rf.key FROM recall_frames rf "
             "JOIN frames fr ON fr.context_id = rf.context_id AND fr.frame_id = rf.frame_id "
-            "WHERE rf.context_id = ? AND rf.doc_id >= ?"
+            "WHERE rf.context_id = ? AND rf.key <= ?"
         )
-        params: list[object] = [self.cid, -pin.max_frame_doc]
+        params: list[object] = [self.cid, pin.max_frame_doc]
         if filters.since_us is not None:
             sql += " AND rf.time_us >= ?"
             params.append(filters.since_us)
@@ -215,13 +218,13 @@ class SqliteRecall:
             sql += " AND rf.time_us < ?"
             params.append(filters.until_us)
         if after is not None:
-            sql += " AND (rf.time_us > ? OR (rf.time_us = ? AND rf.doc_id > ?))"
+            sql += " AND (rf.time_us > ? OR (rf.time_us = ? AND -rf.key > ?))"
             params.extend((after[0], after[0], after[1]))
         if filters.lifecycles is not None:
             lives = sorted(filters.lifecycles)
             sql += f" AND fr.lifecycle IN ({','.join('?' * len(lives))})"
             params.extend(lives)
-        sql += " ORDER BY rf.time_us, rf.doc_id LIMIT ?"
+        sql += " ORDER BY rf.time_us, -rf.key LIMIT ?"
         params.append(limit)
         return [(r[0], r[1]) for r in self.conn.execute(sql, params)]
 
@@ -238,17 +241,17 @@ class SqliteRecall:
         )
         return {r[0]: EventRow(*r) for r in rows}
 
-    def frames_by_doc(self, doc_ids: list[int]) -> dict[int, FrameRow]:
-        """Hit hydration: frame documents with their frame's current row."""
-        if not doc_ids:
+    def frames_by_ord(self, ords: list[int]) -> dict[int, FrameRow]:
+        """Hit hydration: frames by ord (minus their key), with their current row."""
+        if not ords:
             return {}
-        marks = ",".join("?" * len(doc_ids))
+        marks = ",".join("?" * len(ords))
         rows = self.conn.execute(
-            "SELECT rf.doc_id, rf.frame_id, rf.time_us, f.body, f.sources, f.lifecycle, "
+            "SELECT -rf.key, rf.frame_id, rf.time_us, f.body, f.sources, f.lifecycle, "
             "f.revision, f.protected FROM recall_frames rf JOIN frames f "
             "ON f.context_id = rf.context_id AND f.frame_id = rf.frame_id "
-            f"WHERE rf.context_id = ? AND rf.doc_id IN ({marks})",
-            (self.cid, *doc_ids),
+            f"WHERE rf.context_id = ? AND rf.key IN ({marks})",
+            (self.cid, *(-o for o in ords)),
         )
         return {r[0]: FrameRow(*r) for r in rows}
 
@@ -299,34 +302,41 @@ class SqliteRecall:
         )
 
     def finish_rebuild(self, building: str, frames: list[FrameDoc], indexed_seq: int) -> None:
-        """Swap the building table in: frame documents renumbered 1..n, old times kept."""
+        """Swap the building table in. Frames keep their keys (new ones get fresh keys) and the
+        time of their live document; each document's rowid is minus its key."""
         live = self.table()
-        old_times = dict(
-            self.conn.execute(
-                "SELECT frame_id, time_us FROM recall_frames WHERE context_id = ?", (self.cid,)
-            ).fetchall()
-        )
+        old = {
+            fid: (key, when)
+            for fid, key, when in self.conn.execute(
+                "SELECT frame_id, key, time_us FROM recall_frames WHERE context_id = ?", (self.cid,)
+            )
+        }
+        meta = self.meta()
+        assert meta is not None
+        counter = max([meta[2], *(key for key, _ in old.values())])
         self.conn.execute("DELETE FROM recall_frames WHERE context_id = ?", (self.cid,))
-        number = 0
         for doc in frames:
             if doc.body is None:
                 continue
-            number += 1
-            when = old_times.get(doc.frame_id, doc.time_us)
+            if doc.frame_id in old:
+                key, when = old[doc.frame_id]
+            else:
+                counter += 1
+                key, when = counter, doc.time_us
             self.conn.execute(
-                f"INSERT INTO {building} (rowid, body, near) VALUES (?, ?, '')", (-number, doc.body)
+                f"INSERT INTO {building} (rowid, body, near) VALUES (?, ?, '')", (-key, doc.body)
             )
             self.conn.execute(
-                "INSERT INTO recall_frames VALUES (?, ?, ?, ?)",
-                (self.cid, doc.frame_id, -number, when),
+                "INSERT INTO recall_frames VALUES (?, ?, ?, ?, ?)",
+                (self.cid, doc.frame_id, -key, key, when),
             )
         self.conn.execute(f"DROP TABLE {live}")
         self.conn.execute(f"ALTER TABLE {building} RENAME TO {live}")
         self.conn.execute(
             "UPDATE recall_meta SET indexed_seq = ?, frame_docs = ? WHERE context_id = ?",
-            (indexed_seq, number, self.cid),
+            (indexed_seq, counter, self.cid),
         )
-        self._meta = (live, indexed_seq, number)
+        self._meta = (live, indexed_seq, counter)
 
     def documents(self) -> Iterator[tuple[str, str, str]]:
         """Every document as (key, body, near): ``@e<seq>`` or ``frame:<id>``; for comparing a

@@ -18,11 +18,14 @@ CREATE TABLE recall_frames (
     context_id TEXT NOT NULL,
     frame_id   TEXT NOT NULL,
     doc_id     INTEGER NOT NULL,      -- the frame's current rowid in the FTS table (< 0)
+    key        INTEGER NOT NULL,      -- stable number of the frame in the index (> 0): kept
+                                      -- across revisions and rebuilds, so cursors stay valid
     time_us    INTEGER NOT NULL,      -- time of the change that produced this document
     PRIMARY KEY (context_id, frame_id)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX recall_frames_doc ON recall_frames (context_id, doc_id);
-CREATE INDEX recall_frames_time ON recall_frames (context_id, time_us, doc_id);
+CREATE UNIQUE INDEX recall_frames_key ON recall_frames (context_id, key);
+CREATE INDEX recall_frames_time ON recall_frames (context_id, time_us, key);
 
 -- Reverse source lookup for frame traversal (which frames cite X).
 CREATE TABLE frame_sources (

@@ -1,0 +1,55 @@
+"""Checks and conversions of API input shared by the library's entry points."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from morphz.errors import InputError
+from morphz.ids import describe_id_rules, is_id, is_ref, ref_seq
+from morphz.mind.lifecycle import MAX_WINDOW
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def normalize_time(value: datetime | str | None, what: str = "time") -> str | None:
+    """An ISO 8601 time with an explicit offset, or None. Naive times are refused."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise InputError(
+                f"{what} {value!r} is not an ISO 8601 time: use e.g. 2026-08-04T09:00:00+08:00"
+            ) from exc
+    elif isinstance(value, datetime):
+        parsed = value
+    else:
+        raise InputError(
+            f"{what} must be an ISO 8601 string or a datetime, not {type(value).__name__}: "
+            "e.g. 2026-08-04T09:00:00+08:00"
+        )
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
+        raise InputError(
+            f"{what} {value!s} has no UTC offset: add one, e.g. 2026-08-04T09:00:00+08:00 or Z"
+        )
+    return parsed.isoformat()
+
+
+def check_id(value: str, what: str) -> str:
+    if not isinstance(value, str) or not is_id(value):
+        raise InputError(f"{what} {value!r} is not a valid id: {describe_id_rules()}")
+    return value
+
+
+def check_window(window: int) -> None:
+    if not isinstance(window, int) or not 0 <= window <= MAX_WINDOW:
+        raise InputError(f"window must be an integer from 0 to {MAX_WINDOW} ticks, not {window!r}")
+
+
+def parse_ref(ref: str) -> int:
+    if not isinstance(ref, str) or not is_ref(ref):
+        raise InputError(f"{ref!r} is not an event ref: use the form @e42")
+    return ref_seq(ref)

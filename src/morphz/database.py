@@ -1,0 +1,77 @@
+"""Opening a store: :func:`open` and the :class:`Database` of contexts it returns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from morphz.checks import check_id, check_window, utc_now
+from morphz.contextdb import DEFAULT_CONTEXT, Context
+from morphz.errors import StoreError
+from morphz.mind import DEFAULT_WINDOW
+from morphz.store.base import Store
+from morphz.store.sqlite import SqliteStore
+
+
+class Database:
+    """A Morphz store holding many contexts. Use :func:`morphz.open` to get one."""
+
+    def __init__(self, store: Store, *, now: Callable[[], datetime] = utc_now) -> None:
+        self.store = store
+        self.now = now
+
+    def timestamp(self) -> str:
+        return self.now().astimezone(UTC).isoformat()
+
+    def context(
+        self, context_id: str = DEFAULT_CONTEXT, *, create: bool = False, window: int | None = None
+    ) -> Context:
+        """The context named ``context_id``; ``create=True`` makes it when it does not exist."""
+        check_id(context_id, "context id")
+        if create and context_id not in self.store.context_ids():
+            return self.create_context(context_id, window=window)
+        with self.store.read(context_id):
+            pass  # raises ContextNotFoundError with a hint when it does not exist
+        return Context(self, context_id)
+
+    def create_context(self, context_id: str, *, window: int | None = None) -> Context:
+        check_id(context_id, "context id")
+        size = DEFAULT_WINDOW if window is None else window
+        check_window(size)
+        self.store.create_context(context_id, size, self.timestamp())
+        return Context(self, context_id)
+
+    def contexts(self) -> list[str]:
+        return self.store.context_ids()
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open(
+    target: str | Path,
+    *,
+    synchronous: str = "NORMAL",
+    busy_timeout: float = 30.0,
+    create: bool = True,
+    now: Callable[[], datetime] = utc_now,
+) -> Database:
+    """Open a store: a filesystem path opens an embedded SQLite database, creating the file
+    (and its folder) unless ``create=False``. ``synchronous`` is NORMAL (a process crash loses
+    nothing committed) or FULL (power loss neither)."""
+    text = str(target)
+    if text.startswith(("postgresql://", "postgres://")):
+        raise StoreError(
+            "this Morphz release stores contexts in SQLite only: pass a file path such as "
+            "~/.morphz/morphz.db (the PostgreSQL backend is a separate, planned issue)"
+        )
+    path = Path(text).expanduser()
+    store = SqliteStore(path, synchronous=synchronous, busy_timeout=busy_timeout, create=create)
+    return Database(store, now=now)
