@@ -1,0 +1,98 @@
+"""Tools: a schema for the model, an authority policy, and a function that runs a call.
+
+A tool receives its parsed arguments and a :class:`ToolContext` (the context, the session and
+activation, the workspace) and returns a :class:`ToolOutcome`: text for the agent and whether it
+is an error. Every outcome becomes a ``tool_result`` observation; an exception that is a
+:class:`~morphz.errors.MorphzError` becomes an error outcome the agent can read and act on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from morphz.errors import InputError
+from morphz.runtime.models.base import ToolSchema
+
+if TYPE_CHECKING:
+    from morphz.contextdb import Context
+
+Policy = Literal["allow", "ask", "deny"]
+POLICIES: tuple[Policy, ...] = ("allow", "ask", "deny")
+
+
+class ToolError(InputError):
+    """A tool call the agent must fix (bad arguments, a stale content hash, a timeout)."""
+
+    code = "tool"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    ctx: Context
+    session: str
+    activation: str
+    workspace: Path
+    protected_paths: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    text: str
+    error: bool = False
+    data: dict[str, Any] = field(default_factory=dict)
+    delivered: str | None = None  # the ref of an observation the tool already appended
+
+
+ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutcome]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    schema: ToolSchema
+    run: ToolFn
+    policy: Policy = "allow"
+    external: bool = True  # withdrawn during maintenance (context_tx and recall are not)
+
+    @property
+    def name(self) -> str:
+        return self.schema.name
+
+
+class ToolRegistry:
+    """The tools of a runtime, by name. Tools can be added from Python with :meth:`add`."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def add(self, tool: Tool) -> None:
+        if tool.policy not in POLICIES:
+            raise InputError(f"tool policy must be one of {POLICIES}, not {tool.policy!r}")
+        self._tools[tool.name] = tool
+
+    def set_policy(self, name: str, policy: Policy) -> None:
+        tool = self.get(name)
+        if policy not in POLICIES:
+            raise InputError(f"tool policy must be one of {POLICIES}, not {policy!r}")
+        self._tools[name] = Tool(tool.schema, tool.run, policy, tool.external)
+
+    def get(self, name: str) -> Tool:
+        try:
+            return self._tools[name]
+        except KeyError:
+            known = ", ".join(sorted(self._tools))
+            raise ToolError(f"no tool named {name!r}; the tools are: {known}") from None
+
+    def offered(self, maintenance: bool) -> list[Tool]:
+        """The tools on offer (denied ones are never offered; external ones are withdrawn in
+        maintenance), in name order."""
+        return [
+            t
+            for t in sorted(self._tools.values(), key=lambda t: t.name)
+            if t.policy != "deny" and not (maintenance and t.external)
+        ]
+
+    def authority(self) -> dict[str, str]:
+        return {name: tool.policy for name, tool in sorted(self._tools.items())}

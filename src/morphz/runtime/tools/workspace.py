@@ -1,0 +1,536 @@
+"""File tools for work in a workspace folder: list_files, search_files, read_file, write_file,
+edit_file.
+
+Every path argument is relative to the workspace (an absolute path is accepted only when it lies
+inside it). Paths are resolved through symlinks; anything that lands outside the workspace is
+refused, and so are writes to a protected path (``ToolContext.protected_paths``, relative ones
+taken from the workspace: the store's files and the configuration). A protected directory
+protects everything in it; a protected file also protects its ``-wal``, ``-shm`` and ``-journal``
+companions.
+
+Content hashes are the SHA-256 of the file's bytes. ``read_file`` pages by lines and reports the
+hash of the whole file on every page; ``write_file`` overwrites and ``edit_file`` edits only when
+the caller passes the hash of the current content, so an agent never overwrites a change it has
+not seen. Arguments are checked against each tool's JSON Schema before it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from morphz.runtime.models.base import ToolSchema
+from morphz.runtime.tools.base import Policy, Tool, ToolContext, ToolError, ToolOutcome
+
+SEARCH_MAX_FILE_BYTES = 2 * 1024 * 1024
+SEARCH_SKIPPED_DIRS = frozenset({".git", ".hg", ".svn"})
+READ_MAX_CHARS = 20_000  # one read_file page at most
+_BINARY_PROBE = 8192  # a NUL byte in the first 8 KiB marks a binary file
+_MATCH_LINE_CHARS = 300
+_WRITE_LOCK = threading.Lock()  # hash check and write are one step within this process
+_SHA = {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
+
+SyncFn = Callable[[dict[str, Any], ToolContext], ToolOutcome]
+
+
+# --- schemas, arguments and paths (shared with the shell tool) ----------------------------
+
+
+def prop(kind: str, description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": kind, "description": description, **extra}
+
+
+def params(required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
+    """A JSON Schema object: these properties, these required, nothing else."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def parse_args(tool: str, args: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """Check ``args`` against a :func:`params` schema; every property is in the result (its
+    default, or None when it has none)."""
+    props: dict[str, dict[str, Any]] = schema["properties"]
+    unknown = sorted(set(args) - set(props))
+    if unknown:
+        raise ToolError(f"{tool}: unknown argument(s) {unknown}; it takes {sorted(props)}")
+    missing = [name for name in schema["required"] if name not in args]
+    if missing:
+        raise ToolError(f"{tool}: missing required argument(s) {missing}")
+    out: dict[str, Any] = {}
+    for name, spec in props.items():
+        value = args.get(name, spec.get("default"))
+        kind = spec["type"]
+        if kind == "integer" and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        wrong = isinstance(value, bool) != (kind == "boolean")
+        if value is not None and (wrong or not isinstance(value, _TYPES[kind])):
+            article = "an" if kind == "integer" else "a"
+            raise ToolError(
+                f"{tool}: argument {name!r} must be {article} {kind}, not {value!r:.60}"
+            )
+        lo, hi, above = spec.get("minimum"), spec.get("maximum"), spec.get("exclusiveMinimum")
+        if value is not None and kind in ("integer", "number"):
+            if (lo is not None and value < lo) or (hi is not None and value > hi):
+                raise ToolError(f"{tool}: argument {name!r} must be in [{lo}, {hi}], not {value}")
+            if above is not None and value <= above:
+                raise ToolError(f"{tool}: argument {name!r} must be more than {above}")
+        if isinstance(value, str) and len(value) < spec.get("minLength", 0):
+            raise ToolError(f"{tool}: argument {name!r} must not be empty")
+        if isinstance(value, str) and not re.fullmatch(spec.get("pattern", ".*"), value, re.S):
+            raise ToolError(f"{tool}: argument {name!r} is malformed: {spec['description']}")
+        out[name] = value
+    return out
+
+
+def resolve_path(tc: ToolContext, path: str) -> Path:
+    """The real path of ``path`` (relative to the workspace); refused unless it is inside."""
+    root = tc.workspace.resolve()
+    try:
+        resolved = (root / path).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise ToolError(f"cannot resolve path {path!r}: {exc}") from None
+    if not resolved.is_relative_to(root):
+        raise ToolError(
+            f"path {path!r} is outside the workspace (symlinks are followed); "
+            "use a path relative to the workspace root, e.g. 'src/app.py'"
+        )
+    return resolved
+
+
+def relative(tc: ToolContext, resolved: Path) -> str:
+    return resolved.relative_to(tc.workspace.resolve()).as_posix()
+
+
+def check_writable(tc: ToolContext, resolved: Path, path: str) -> None:
+    root = tc.workspace.resolve()
+    for p in tc.protected_paths:
+        guarded = (root / p).resolve()
+        companions = [Path(f"{guarded}{suffix}") for suffix in ("-wal", "-shm", "-journal")]
+        if resolved.is_relative_to(guarded) or resolved in companions:
+            raise ToolError(
+                f"path {path!r} is protected (the store's files and the configuration are not "
+                "writable by tools); write somewhere else in the workspace"
+            )
+
+
+def _tool(name: str, description: str, schema: dict[str, Any], policy: Policy, fn: SyncFn) -> Tool:
+    """A tool whose (blocking) work runs in a thread, so the event loop stays free."""
+
+    async def run(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
+        parsed = parse_args(name, args, schema)
+        try:
+            return await asyncio.to_thread(fn, parsed, tc)
+        except OSError as exc:
+            raise ToolError(f"{name} {args.get('path', '.')!r}: {exc.strerror or exc}") from None
+
+    return Tool(ToolSchema(name, description, schema), run, policy)
+
+
+# --- walking ------------------------------------------------------------------------------
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob as a regex: ``*``, ``?`` and ``[...]`` stay within a path segment, ``**`` spans."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c, end = pattern[i], pattern.find("]", i + 2)
+        if pattern.startswith("**", i):
+            slash = pattern.startswith("**/", i)
+            out.append("(?:.*/)?" if slash else ".*")
+            i += 3 if slash else 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[" and end != -1:
+            body = pattern[i + 1 : end].replace("\\", "\\\\")
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out))
+
+
+def _matcher(pattern: str | None) -> Callable[[str], bool]:
+    """Without '/' a glob matches the name at any depth; with '/' the whole relative path."""
+    if pattern is None:
+        return lambda rel: True
+    rx = glob_regex(pattern)
+    if "/" in pattern:
+        return lambda rel: rx.fullmatch(rel) is not None
+    return lambda rel: rx.fullmatch(rel.rsplit("/", 1)[-1]) is not None
+
+
+def _scan(directory: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as it:
+            return sorted(it, key=lambda e: e.name)
+    except OSError:
+        return []
+
+
+def _walk(top: Path, recursive: bool, skip: frozenset[str] = frozenset()) -> Iterator[Path]:
+    """Paths under ``top`` in sorted pre-order; symlinked directories are not entered."""
+    stack = [iter(_scan(str(top)))]
+    while stack:
+        entry = next(stack[-1], None)
+        if entry is None:
+            stack.pop()
+        elif not (entry.name in skip and entry.is_dir(follow_symlinks=False)):
+            yield Path(entry.path)
+            if recursive and entry.is_dir(follow_symlinks=False):
+                stack.append(iter(_scan(entry.path)))
+
+
+def _existing(tc: ToolContext, path: str) -> Path:
+    real = resolve_path(tc, path)
+    if not real.exists():
+        raise ToolError(f"nothing at {path!r}; use list_files to see what exists")
+    return real
+
+
+def _select(
+    top: Path, pattern: str | None, recursive: bool, skip: frozenset[str]
+) -> Iterator[Path]:
+    if not top.is_dir():
+        return iter([top])
+    matches = _matcher(pattern)
+    return (p for p in _walk(top, recursive, skip) if matches(p.relative_to(top).as_posix()))
+
+
+# --- list_files ---------------------------------------------------------------------------
+
+_LIST_DOC = (
+    "List the workspace: entries sorted by path with type (file, dir, symlink, other) and size "
+    "in bytes. Without a pattern lists one directory; with a glob pattern lists matching entries "
+    "at any depth ('*.py' matches names, 'src/**/test_*.py' paths below `path`)."
+)
+_LIST = params(
+    [],
+    path=prop("string", "Directory (or file) relative to the workspace.", default="."),
+    pattern=prop("string", "Glob; lists recursively."),
+    max_entries=prop("integer", "Most entries to list.", minimum=1, maximum=5000, default=200),
+)
+
+
+def _describe(p: Path, root: Path) -> dict[str, Any]:
+    kind = "symlink" if p.is_symlink() else "dir" if p.is_dir() else "file"
+    kind = "other" if kind == "file" and not p.is_file() else kind
+    size = p.lstat().st_size if kind == "file" else None
+    return {"path": p.relative_to(root).as_posix(), "type": kind, "size": size}
+
+
+def _list(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
+    top, limit, pattern = _existing(tc, a["path"]), a["max_entries"], a["pattern"]
+    picked = list(islice(_select(top, pattern, pattern is not None, frozenset()), limit + 1))
+    root = tc.workspace.resolve()
+    entries = [_describe(p, root) for p in picked[:limit]]
+    truncated = len(picked) > limit
+    where = relative(tc, top) + (f" matching {pattern!r}" if pattern else "")
+    lines = [f"{len(entries)} entries in {where} (type, size in bytes, path):"]
+    lines += [
+        f"{e['type']:<7} {'-' if e['size'] is None else e['size']:>10}  {e['path']}"
+        for e in entries
+    ]
+    if truncated:
+        lines.append(
+            f"[truncated at {limit} entries; narrow path or pattern, or raise max_entries]"
+        )
+    data = {"path": relative(tc, top), "entries": entries, "truncated": truncated}
+    return ToolOutcome("\n".join(lines), data=data)
+
+
+def list_files_tool(policy: Policy = "allow") -> Tool:
+    return _tool("list_files", _LIST_DOC, _LIST, policy, _list)
+
+
+# --- search_files -------------------------------------------------------------------------
+
+_SEARCH_DOC = (
+    "Search the text files of the workspace for a literal string (a Python regex with "
+    "regex=true); returns `path:line: text` in path order. Binary files, files over 2 MB and "
+    ".git/.hg/.svn folders are skipped."
+)
+_SEARCH = params(
+    ["query"],
+    query=prop("string", "Text to find within a line.", minLength=1),
+    regex=prop("boolean", "Treat query as a regular expression.", default=False),
+    ignore_case=prop("boolean", "Match regardless of case.", default=False),
+    path=prop("string", "File or directory to search.", default="."),
+    glob=prop("string", "Only files matching this glob, e.g. '*.py'."),
+    max_matches=prop("integer", "Most matches to return.", minimum=1, maximum=2000, default=100),
+)
+
+
+def _search(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
+    query, limit = a["query"], a["max_matches"]
+    try:
+        rx = re.compile(query if a["regex"] else re.escape(query), re.I if a["ignore_case"] else 0)
+    except re.error as exc:
+        msg = f"bad regex {query!r}: {exc}; fix it, or pass regex=false for the literal text"
+        raise ToolError(msg) from None
+    top, root = _existing(tc, a["path"]), tc.workspace.resolve()
+    found: list[dict[str, Any]] = []
+    skipped = {"binary": 0, "large": 0, "outside": 0}
+    truncated = False
+    for f in _select(top, a["glob"], True, SEARCH_SKIPPED_DIRS):
+        real = f.resolve()
+        if not real.is_file():
+            continue
+        reason = None
+        if not real.is_relative_to(root):
+            reason = "outside"
+        elif real.stat().st_size > SEARCH_MAX_FILE_BYTES:
+            reason = "large"
+        elif b"\0" in (content := real.read_bytes())[:_BINARY_PROBE]:
+            reason = "binary"
+        if reason:
+            skipped[reason] += 1
+            continue
+        for number, line in enumerate(content.decode("utf-8", "replace").splitlines(), 1):
+            if rx.search(line):
+                truncated = len(found) == limit
+                if truncated:
+                    break
+                found.append({"path": relative(tc, f), "line": number, "text": line})
+        if truncated:
+            break
+    lines = [f"{len(found)} matches for {query!r} in {relative(tc, top)}"]
+    lines += [f"{m['path']}:{m['line']}: {m['text'][:_MATCH_LINE_CHARS]}" for m in found]
+    if truncated:
+        lines.append(f"[stopped at {limit} matches; narrow path or glob, or raise max_matches]")
+    if notes := ", ".join(f"{n} {k}" for k, n in skipped.items() if n):
+        lines.append(f"[files skipped: {notes} (binary, over 2 MB, or linking outside)]")
+    data = {"matches": found, "truncated": truncated, "skipped": skipped}
+    return ToolOutcome("\n".join(lines), data=data)
+
+
+def search_files_tool(policy: Policy = "allow") -> Tool:
+    return _tool("search_files", _SEARCH_DOC, _SEARCH, policy, _search)
+
+
+# --- read_file ----------------------------------------------------------------------------
+
+_READ_DOC = (
+    "Read a text file of the workspace, paged by lines: `offset` lines are skipped (0 starts at "
+    "line 1), at most `limit` lines and {max_chars} characters are returned, and the page says "
+    "the offset to continue with. Every page reports the sha256 of the whole file: pass it to "
+    "write_file or edit_file to change the file."
+)
+_READ = params(
+    ["path"],
+    path=prop("string", "File relative to the workspace."),
+    offset=prop("integer", "Lines to skip.", minimum=0, default=0),
+    limit=prop("integer", "Most lines to return.", minimum=1, maximum=5000, default=500),
+)
+
+
+def _read_page(
+    real: Path, offset: int, limit: int, max_chars: int
+) -> tuple[str, int, int, list[str], int | None, bool, bool]:
+    """One pass: hash, size and line count of the whole file, the page, the next offset, whether
+    a line longer than a page was cut, and whether the file is binary (no page then)."""
+    h, size, total, chars = hashlib.sha256(), 0, 0, 0
+    page: list[str] = []
+    next_offset: int | None = None
+    cut = False
+    with real.open("rb") as f:
+        binary = b"\0" in f.read(_BINARY_PROBE)
+        f.seek(0)
+        for raw in f:
+            h.update(raw)
+            size += len(raw)
+            if not binary and total >= offset and next_offset is None:
+                line = raw.decode("utf-8", "replace")
+                if len(page) == limit or (page and chars + len(line) > max_chars):
+                    next_offset = total
+                elif len(line) > max_chars:
+                    page, cut, next_offset = [line[:max_chars] + "\n"], True, total + 1
+                else:
+                    page.append(line)
+                    chars += len(line)
+            total += 1
+    next_offset = next_offset if next_offset is not None and next_offset < total else None
+    return h.hexdigest(), size, total, page, next_offset, cut, binary
+
+
+def _reader(max_chars: int) -> SyncFn:
+    def read(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
+        path, offset = a["path"], a["offset"]
+        real = _existing(tc, path)
+        if not real.is_file():
+            raise ToolError(f"{path!r} is not a file; use list_files to see what is in it")
+        page_info = _read_page(real, offset, a["limit"], max_chars)
+        digest, size, total, page, next_offset, cut, binary = page_info
+        rel = relative(tc, real)
+        data: dict[str, Any] = {"path": rel, "sha256": digest, "size": size, "offset": offset}
+        data |= {"lines": len(page), "total_lines": total, "next_offset": next_offset}
+        if binary:
+            text = f"{rel} · binary file, {size} bytes, not shown · sha256: {digest}"
+            return ToolOutcome(text, data={**data, "binary": True})
+        span = f"lines {offset + 1}-{offset + len(page)}" if page else "no lines"
+        out = [f"{rel} · {span} of {total} · {size} bytes · sha256: {digest}", "".join(page)]
+        if cut:
+            out.append(f"[line {offset + 1} is cut at {max_chars} characters; see it with exec]")
+        if next_offset is not None:
+            out.append(
+                f"[lines {next_offset + 1}-{total} not shown: read_file offset={next_offset}]"
+            )
+        elif offset >= total > 0:
+            out.append(f"[offset {offset} is past the end: the file has {total} lines]")
+        if len(out) > 2 and out[1] and not out[1].endswith("\n"):
+            out[1] += "\n"
+        return ToolOutcome(out[0] + "\n" + out[1] + "\n".join(out[2:]), data=data)
+
+    return read
+
+
+def read_file_tool(policy: Policy = "allow", max_chars: int = READ_MAX_CHARS) -> Tool:
+    doc = _READ_DOC.format(max_chars=max_chars)
+    return _tool("read_file", doc, _READ, policy, _reader(max_chars))
+
+
+# --- write_file and edit_file -------------------------------------------------------------
+
+_WRITE_DOC = (
+    "Create a file (omit expected_sha256; missing folders are created) or overwrite one "
+    "(expected_sha256 = the sha256 read_file reported for its current content). Returns the new "
+    "sha256."
+)
+_WRITE = params(
+    ["path", "content"],
+    path=prop("string", "File relative to the workspace."),
+    content=prop("string", "The whole new content."),
+    expected_sha256=_SHA | {"description": "64 hex digits: the sha256 read_file reported."},
+)
+_EDIT_DOC = (
+    "Replace the one occurrence of `old` with `new` in a file; expected_sha256 is the sha256 "
+    "read_file reported for its current content. Returns the new sha256."
+)
+_EDIT = params(
+    ["path", "old", "new", "expected_sha256"],
+    path=prop("string", "File relative to the workspace."),
+    old=prop("string", "Exact text to replace; it must occur exactly once.", minLength=1),
+    new=prop("string", "Replacement text."),
+    expected_sha256=_SHA | {"description": "64 hex digits: the sha256 read_file reported."},
+)
+
+
+def _target(a: dict[str, Any], tc: ToolContext) -> Path:
+    real = resolve_path(tc, a["path"])
+    check_writable(tc, real, a["path"])
+    if real.exists() and not real.is_file():
+        raise ToolError(f"{a['path']!r} is not a file; give the path of a file")
+    return real
+
+
+def _current(real: Path, expected: str) -> bytes:
+    current = real.read_bytes()
+    if hashlib.sha256(current).hexdigest() != expected.lower():
+        raise ToolError(
+            "the file changed since you read it: read it again with read_file and use the "
+            "sha256 it reports"
+        )
+    return current
+
+
+def _replace(real: Path, data: bytes) -> None:
+    """Atomic overwrite that keeps the file's mode."""
+    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        shutil.copymode(real, tmp)
+        os.replace(tmp, real)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _written(tc: ToolContext, real: Path, data: bytes, action: str) -> ToolOutcome:
+    digest, rel = hashlib.sha256(data).hexdigest(), relative(tc, real)
+    return ToolOutcome(
+        f"{action} {rel} ({len(data)} bytes) · sha256: {digest}",
+        data={"path": rel, "sha256": digest, "size": len(data), "action": action},
+    )
+
+
+def _write(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
+    real, data, expected = _target(a, tc), a["content"].encode("utf-8"), a["expected_sha256"]
+    with _WRITE_LOCK:
+        if real.exists():
+            if expected is None:
+                msg = "read it and pass its sha256 as expected_sha256 to overwrite it"
+                raise ToolError(f"{a['path']!r} already exists; {msg}")
+            _current(real, expected)
+            _replace(real, data)
+            return _written(tc, real, data, "overwrote")
+        if expected is not None:
+            msg = "omit expected_sha256 to create it, or check the path with list_files"
+            raise ToolError(f"no file at {a['path']!r} to overwrite; {msg}")
+        real.parent.mkdir(parents=True, exist_ok=True)
+        with real.open("xb") as f:  # exclusive: never clobbers a file created meanwhile
+            f.write(data)
+        return _written(tc, real, data, "created")
+
+
+def _edit(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
+    real, old, new = _target(a, tc), a["old"], a["new"]
+    if old == new:
+        raise ToolError("old and new are the same; nothing to change")
+    with _WRITE_LOCK:
+        if not real.is_file():
+            raise ToolError(f"no file at {a['path']!r}; create it with write_file")
+        try:
+            text = _current(real, a["expected_sha256"]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolError(f"{a['path']!r} is not UTF-8 text; change it with exec") from None
+        if (count := text.count(old)) != 1:
+            hint = "copy it exactly from read_file" if count == 0 else "add surrounding text"
+            raise ToolError(f"old text occurs {count} times, not exactly once; {hint}")
+        data = text.replace(old, new, 1).encode("utf-8")
+        _replace(real, data)
+        return _written(tc, real, data, "edited")
+
+
+def write_file_tool(policy: Policy = "ask") -> Tool:
+    return _tool("write_file", _WRITE_DOC, _WRITE, policy, _write)
+
+
+def edit_file_tool(policy: Policy = "ask") -> Tool:
+    return _tool("edit_file", _EDIT_DOC, _EDIT, policy, _edit)
+
+
+def workspace_tools() -> list[Tool]:
+    """The file tools with their default policies: reading allowed, writing asks."""
+    return [
+        list_files_tool(),
+        search_files_tool(),
+        read_file_tool(),
+        write_file_tool(),
+        edit_file_tool(),
+    ]
