@@ -1,0 +1,108 @@
+"""The model protocol: one request in, one response out, typed errors (DESIGN §11).
+
+A request carries the Context Encoding (the whole context the model evaluates), the messages
+of the current activation that are not yet in the encoding (normally none: tool results arrive
+as observations), and the tool schemas on offer. A response is a reply text, tool calls, or
+both, with the input/output usage the provider reported (it feeds token calibration).
+
+Provider errors are a small tree under :class:`ProviderError` so the runtime can react: retry
+after a rate limit, enter maintenance after a context-too-long refusal, fail the step on a bad
+response or an authentication error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from morphz.errors import MorphzError
+
+
+class ProviderError(MorphzError):
+    """A model provider refused or failed a request."""
+
+    code = "provider"
+
+
+class AuthError(ProviderError):
+    code = "provider-auth"
+
+
+class RateLimitError(ProviderError):
+    code = "provider-rate-limit"
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ContextTooLongError(ProviderError):
+    code = "provider-context-too-long"
+
+
+class BadResponseError(ProviderError):
+    code = "provider-bad-response"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSchema:
+    """A tool as offered to a model: name, description, JSON Schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call as the model wrote it. ``arguments`` is the raw JSON text (it may be broken:
+    the runtime parses it and reports errors to the agent as tool results)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A chat message of the activation: role user/assistant/tool, with optional tool calls."""
+
+    role: str
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    encoding: str
+    tools: tuple[ToolSchema, ...]
+    messages: tuple[Message, ...] = ()
+    max_output_tokens: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    text: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+class Model(Protocol):
+    """Anything that answers a :class:`ModelRequest`. ``name`` appears in the encoding."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def request(self, request: ModelRequest) -> ModelResponse: ...
