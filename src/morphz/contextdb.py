@@ -353,6 +353,16 @@ class Context:
 
     # ------------------------------------------------------------ sessions and activations
 
+    def interrupt_running(
+        self, reason: str = "the process stopped before it finished"
+    ) -> list[str]:
+        """Mark every activation still recorded as running as interrupted (after a restart, no
+        process is running them); returns their ids."""
+        stale = [a.activation_id for a in self.activations(running_only=True)]
+        for activation_id in stale:
+            self.finish_activation(activation_id, "interrupted", reason)
+        return stale
+
     def create_session(self, session: str) -> ev.Event:
         """Create a session explicitly (the first event in a new session also creates it)."""
         check_id(session, "session id")
@@ -376,7 +386,10 @@ class Context:
         self._runtime_event(ev.ACTIVATION_STARTED, None, payload, session, put)
         return activation_id
 
-    def finish_activation(self, activation_id: str, state: str = "delivered") -> None:
+    def finish_activation(
+        self, activation_id: str, state: str = "delivered", reason: str | None = None
+    ) -> None:
+        """Mark an activation delivered, failed or interrupted (``reason`` is recorded)."""
         if state not in ("delivered", "failed", "interrupted"):
             raise InputError("an activation finishes as delivered, failed or interrupted")
         with self.db.store.read(self.id) as r:
@@ -388,7 +401,7 @@ class Context:
         def put(w: WriteTxn, seq: int) -> None:
             w.put_activation(replace(act, state=state, finished_seq=seq))
 
-        payload = {"activation": activation_id, "state": state}
+        payload = {"activation": activation_id, "state": state, "reason": reason}
         self._runtime_event(ev.ACTIVATION_FINISHED, None, payload, act.session_id, put)
 
     # ------------------------------------------------------------ transactions

@@ -21,8 +21,9 @@ ACTIVATION_STARTED = "activation_started"
 ACTIVATION_FINISHED = "activation_finished"
 MODEL_REPLY = "model_reply"
 TOOL_CALL = "tool_call"
+APPROVAL_REQUEST = "approval_request"
 
-RECORD_KINDS: frozenset[str] = frozenset({MODEL_REPLY, TOOL_CALL})
+RECORD_KINDS: frozenset[str] = frozenset({MODEL_REPLY, TOOL_CALL, APPROVAL_REQUEST})
 RUNTIME_KINDS: frozenset[str] = frozenset(
     {
         TX_COMMITTED,

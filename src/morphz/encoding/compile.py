@@ -60,6 +60,7 @@ class EncodeOptions:
     session_count: int = 50
     session_tokens: int = 4_000
     now: str | None = None  # ISO time the session window is measured from (default local_time)
+    only_observations: frozenset[int] | None = None  # a maintenance batch: show only these
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +176,12 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     """Compile the encoding of the context open in ``r``."""
     opts = opts or EncodeOptions()
     state = read_state(r)
+    if opts.only_observations is not None:
+        keep = opts.only_observations
+        shown = tuple(o for o in state.observations if o.seq in keep)
+        state = ActiveState(
+            state.version, state.clock, shown, state.frames, state.relations, state.checkpoints
+        )
     budget = opts.budget or stored_budget(r)
     cited = r.active.cited_by([f"@e{o.seq}" for o in state.observations])
     running = r.activations(running_only=True)

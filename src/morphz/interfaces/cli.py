@@ -322,4 +322,4 @@ def demo_command(*, keep: Path | None) -> None:
         fail()
 
 
-from morphz.interfaces import cli_encoding, cli_recall  # noqa: E402, F401  (register commands)
+from morphz.interfaces import cli_agent, cli_encoding, cli_recall  # noqa: E402, F401  (register commands)

@@ -19,7 +19,14 @@ DEFAULT_WINDOW = 8
 MAX_WINDOW = 1_000_000
 
 OBSERVATION_KINDS: frozenset[str] = frozenset(
-    {"user_message", "tool_result", "external_event", "recall_result", "approval_result"}
+    {
+        "user_message",
+        "tool_result",
+        "external_event",
+        "recall_result",
+        "approval_result",
+        "tx_receipt",  # the outcome of the agent's own context_tx call: never ticks the clock
+    }
 )
 CLOCK_KINDS: frozenset[str] = frozenset({"user_message", "tool_result", "external_event"})
 

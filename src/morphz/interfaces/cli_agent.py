@@ -1,0 +1,180 @@
+"""The agent commands of the ``morphz`` command line: ``exec`` (one activation) and ``chat``
+(interactive). Configuration: ``~/.morphz/morphz.toml`` and ``./morphz.toml``; secrets only from
+the environment (see :mod:`morphz.runtime.config`). Reference: docs/cli.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+import morphz
+from morphz import DEFAULT_CONTEXT
+from morphz.interfaces import render
+from morphz.interfaces.cli import db_option, emit, format_option, main
+from morphz.runtime.agent_tools import agent_tools
+from morphz.runtime.config import Settings, load, make_model
+from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
+from morphz.runtime.tools.base import Tool, ToolRegistry
+from morphz.runtime.tools.shell import shell_tools
+from morphz.runtime.tools.workspace import workspace_tools
+
+
+def build_tools(settings: Settings) -> ToolRegistry:
+    """context_tx and recall, the workspace tools and exec, with the configured policies."""
+    registry = ToolRegistry()
+    for tool in [*agent_tools(), *workspace_tools(), *shell_tools()]:
+        registry.add(tool)
+    for name, policy in settings.policies.items():
+        if name in registry.authority():
+            registry.set_policy(name, policy)
+    return registry
+
+
+def _engine(
+    ctx: morphz.Context, db_path: str, model_spec: str | None, workspace: Path, interactive: bool
+) -> Engine:
+    settings = load(Path.home(), Path.cwd(), os.environ)
+    model = make_model(model_spec or settings.model, settings, os.environ)
+    store = Path(db_path).expanduser().resolve()
+    protected = (store, *settings.files)
+
+    async def ask(tool: Tool, args: dict[str, Any]) -> bool:
+        shown = ", ".join(f"{k}={v!r}"[:120] for k, v in args.items())
+        return await asyncio.to_thread(click.confirm, f"allow {tool.name}({shown})?", False)
+
+    config = RuntimeConfig(
+        workspace=workspace.resolve(),
+        step_limit=settings.step_limit,
+        protected_paths=protected,
+        budget=settings.budget,
+        approver=ask if interactive else None,
+        ask_default=settings.ask_default,
+    )
+    return Engine(ctx, model, build_tools(settings), config)
+
+
+def _split(context_and_prompt: tuple[str, ...]) -> tuple[str, str]:
+    if len(context_and_prompt) == 1:
+        return DEFAULT_CONTEXT, context_and_prompt[0]
+    if len(context_and_prompt) == 2:
+        return context_and_prompt[0], context_and_prompt[1]
+    raise click.UsageError("give [CTX] PROMPT (quote a prompt of several words)")
+
+
+@main.command("exec")
+@click.argument("context_and_prompt", nargs=-1, required=True, metavar="[CTX] PROMPT")
+@click.option(
+    "--model",
+    "model_spec",
+    metavar="SPEC",
+    help="openai:NAME, anthropic:NAME or scripted:PATH (default: the configuration's model).",
+)
+@click.option("--session", default="default", show_default=True, metavar="ID")
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The folder the file and exec tools work in.",
+)
+@db_option
+@format_option
+def exec_command(
+    *,
+    context_and_prompt: tuple[str, ...],
+    model_spec: str | None,
+    session: str,
+    workspace: Path,
+    db_path: str,
+    fmt: str,
+) -> None:
+    """Run one activation on CTX for PROMPT, non-interactively, and print the reply.
+
+    Tools whose policy is "ask" follow the configuration's ask_default (deny unless set).
+    JSON gives the activation and every event it produced."""
+    context_id, prompt = _split(context_and_prompt)
+    with morphz.open(db_path) as db:
+        ctx = db.context(context_id, create=True)
+        engine = _engine(ctx, db_path, model_spec, workspace, interactive=False)
+        result = asyncio.run(engine.run(prompt, session=session))
+        events = [ctx.event(ref).to_dict() for ref in result.events]
+    emit(fmt, {**result.to_dict(), "event_records": events}, lambda: _reply_text(result))
+    if result.state != "delivered":
+        raise click.exceptions.Exit(1)
+
+
+def _reply_text(result: ActivationResult) -> str:
+    if result.state == "delivered":
+        return result.reply or ""
+    return f"activation {result.state}: {result.reason}"
+
+
+@main.command("chat")
+@click.argument("context_id", metavar="[CTX]", required=False, default=DEFAULT_CONTEXT)
+@click.option(
+    "--model",
+    "model_spec",
+    metavar="SPEC",
+    help="openai:NAME, anthropic:NAME or scripted:PATH (default: the configuration's model).",
+)
+@click.option("--session", default="default", show_default=True, metavar="ID")
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The folder the file and exec tools work in.",
+)
+@db_option
+def chat_command(
+    *, context_id: str, model_spec: str | None, session: str, workspace: Path, db_path: str
+) -> None:
+    """Talk to the agent of CTX. Commands: /status, /mind, /encoding, /recall QUERY, /quit.
+
+    Tool calls, approvals and commits are shown as they happen; "ask" tools ask you."""
+    with morphz.open(db_path) as db:
+        ctx = db.context(context_id, create=True)
+        engine = _engine(ctx, db_path, model_spec, workspace, interactive=True)
+        click.echo(
+            f"morphz chat: context {context_id}, session {session}, model "
+            f"{engine.model.name}; /quit to leave"
+        )
+        while True:
+            try:
+                line = click.prompt("you", prompt_suffix="> ", default="", show_default=False)
+            except click.Abort:
+                break
+            if not line.strip():
+                continue
+            if line.startswith("/"):
+                if not _slash(ctx, line.strip()):
+                    break
+                continue
+            seen = ctx.status().last_seq
+            result = asyncio.run(engine.run(line, session=session))
+            for event in ctx.events(after=seen):
+                if event.kind not in ("user_message",):
+                    click.echo(render.event_line(event), err=True)
+            click.echo(f"agent> {_reply_text(result)}")
+
+
+def _slash(ctx: morphz.Context, line: str) -> bool:
+    command, _, rest = line.partition(" ")
+    if command == "/quit":
+        return False
+    if command == "/status":
+        click.echo(render.status(ctx.status()))
+    elif command == "/mind":
+        click.echo(render.mind(ctx.mind(), all_observations=False))
+    elif command == "/encoding":
+        click.echo(ctx.encode().text)
+    elif command == "/recall" and rest.strip():
+        click.echo(render.search_page(ctx.recall.search(rest.strip())))
+    else:
+        click.echo("commands: /status, /mind, /encoding, /recall QUERY, /quit")
+    return True

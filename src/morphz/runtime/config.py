@@ -1,0 +1,149 @@
+"""Runtime configuration: the TOML file and the environment, read here and nowhere deeper.
+
+Files, later ones overriding earlier ones: ``~/.morphz/morphz.toml``, then ``morphz.toml`` in the
+project folder (the current directory). Secrets come only from the environment
+(``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``) and are never written to events; ``OPENAI_BASE_URL``
+points the OpenAI-compatible adapter at vLLM, Ollama, llama.cpp server or a hosted endpoint.
+
+::
+
+    model = "openai:gpt-4o-mini"      # or anthropic:NAME, scripted:PATH
+    step_limit = 24
+    ask_default = "deny"              # non-interactive answer to "ask" policies
+    [budget]                          # tokens
+    window = 128000
+    output_reserve = 8000
+    limit = 60000
+    reserve = 4000
+    [policies]                        # allow | ask | deny, per tool
+    exec = "ask"
+    [openai]
+    base_url = "http://localhost:11434/v1"
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from morphz.capacity import Budget
+from morphz.errors import InputError
+from morphz.runtime.models.base import Model
+from morphz.runtime.tools.base import POLICIES, Policy
+
+DEFAULT_POLICIES: dict[str, Policy] = {
+    "list_files": "allow",
+    "search_files": "allow",
+    "read_file": "allow",
+    "write_file": "ask",
+    "edit_file": "ask",
+    "exec": "ask",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    model: str = "scripted:"
+    step_limit: int = 24
+    ask_default: bool = False
+    budget: Budget | None = None
+    policies: dict[str, Policy] = field(default_factory=lambda: dict(DEFAULT_POLICIES))
+    openai_base_url: str | None = None
+    anthropic_base_url: str | None = None
+    files: tuple[Path, ...] = ()  # the configuration files that were read (protected paths)
+
+
+def config_files(home: Path, project: Path) -> list[Path]:
+    candidates = [home / ".morphz" / "morphz.toml", project / "morphz.toml"]
+    return [p for p in candidates if p.is_file()]
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"cannot read the configuration {path}: {exc}") from exc
+
+
+def load(home: Path, project: Path, env: Mapping[str, str]) -> Settings:
+    """Settings from the configuration files and the environment."""
+    merged: dict[str, Any] = {}
+    files = config_files(home, project)
+    for path in files:
+        for key, value in _read(path).items():
+            if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **value}
+            else:
+                merged[key] = value
+    return _settings(merged, env, tuple(files))
+
+
+def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, ...]) -> Settings:
+    unknown = set(data) - {
+        "model",
+        "step_limit",
+        "ask_default",
+        "budget",
+        "policies",
+        "openai",
+        "anthropic",
+    }
+    if unknown:
+        raise InputError(f"unknown configuration keys {sorted(unknown)}")
+    policies = dict(DEFAULT_POLICIES)
+    for tool, policy in dict(data.get("policies", {})).items():
+        if policy not in POLICIES:
+            raise InputError(f"policy for {tool} must be allow, ask or deny, not {policy!r}")
+        policies[str(tool)] = policy
+    budget = None
+    if "budget" in data:
+        spec = dict(data["budget"])
+        if "limit" in spec:
+            spec["configured"] = spec.pop("limit")
+        budget = Budget(**spec)
+    ask = data.get("ask_default", "deny")
+    if ask not in ("allow", "deny"):
+        raise InputError("ask_default must be allow or deny")
+    return Settings(
+        model=str(data.get("model", "scripted:")),
+        step_limit=int(data.get("step_limit", 24)),
+        ask_default=ask == "allow",
+        budget=budget,
+        policies=policies,
+        openai_base_url=dict(data.get("openai", {})).get("base_url") or env.get("OPENAI_BASE_URL"),
+        anthropic_base_url=dict(data.get("anthropic", {})).get("base_url"),
+        files=files,
+    )
+
+
+def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:
+    """``openai:NAME``, ``anthropic:NAME`` or ``scripted:PATH``."""
+    kind, _, name = spec.partition(":")
+    if not name:
+        raise InputError(
+            f"model spec {spec!r} needs a name: openai:NAME, anthropic:NAME or scripted:PATH"
+        )
+    if kind == "scripted":
+        from morphz.runtime.models.scripted import ScriptedModel
+
+        return ScriptedModel.from_file(name)
+    if kind == "openai":
+        from morphz.runtime.models.openai_compat import OpenAIChatModel
+
+        key = env.get("OPENAI_API_KEY") or ("none" if settings.openai_base_url else None)
+        if key is None:
+            raise InputError(
+                "set OPENAI_API_KEY (or OPENAI_BASE_URL / [openai] base_url for a local server)"
+            )
+        return OpenAIChatModel(name, base_url=settings.openai_base_url, api_key=key)
+    if kind == "anthropic":
+        from morphz.runtime.models.anthropic_messages import AnthropicMessagesModel
+
+        key = env.get("ANTHROPIC_API_KEY")
+        if key is None:
+            raise InputError("set ANTHROPIC_API_KEY to use anthropic:NAME")
+        return AnthropicMessagesModel(name, base_url=settings.anthropic_base_url, api_key=key)
+    raise InputError(f"unknown model kind {kind!r}: use openai:, anthropic: or scripted:")

@@ -1,0 +1,324 @@
+"""The engine: activations, the model-tool loop, capacity maintenance (DESIGN §10-§11).
+
+A user message starts an activation whose root request is causally protected until its reply
+is delivered. Each step compiles the encoding, calls the model, records its reply and tool calls
+as events, runs the tools and records their results as observations (external tool results tick
+the clock; ``context_tx`` receipts and approvals do not; ``recall`` delivers its own
+observation), until a reply is delivered or the step limit is reached.
+
+At critical pressure, or after the provider refuses an input as too long, the activation is in
+maintenance: only ``context_tx`` and ``recall`` are offered, and pressure is measured again after
+each step. When the whole request exceeds the hard limit, the model is shown a batch of the inbox
+(the root request, protected observations, then the oldest that fit). When even that cannot fit,
+the activation fails with a recorded reason. Several activations may run at once (asyncio); the
+database work runs in threads and every commit meets the rebase rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from morphz import events as ev
+from morphz.capacity import Budget, Item, select_batch
+from morphz.encoding.compile import EncodeOptions, Encoding
+from morphz.encoding.tokens import Calibration, estimate_tokens
+from morphz.errors import MorphzError
+from morphz.observe import Observation
+from morphz.runtime.models.base import (
+    ContextTooLongError,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    ToolCall,
+)
+from morphz.runtime.tools.base import Tool, ToolContext, ToolOutcome, ToolRegistry
+
+if TYPE_CHECKING:
+    from morphz.contextdb import Context
+
+Approver = Callable[[Tool, dict[str, Any]], Awaitable[bool]]
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeConfig:
+    workspace: Path
+    step_limit: int = 24
+    protected_paths: tuple[Path, ...] = ()
+    budget: Budget | None = None  # None: the context's stored budget
+    approver: Approver | None = None  # None: "ask" tools follow ask_default
+    ask_default: bool = False  # non-interactive answer to "ask" (False: deny)
+    delta: bool = False  # ContextDelta for this model
+    max_output_tokens: int = 4096
+
+
+@dataclass(slots=True)
+class ActivationResult:
+    activation: str
+    session: str
+    state: str  # delivered, failed or interrupted
+    reply: str | None
+    steps: int
+    events: list[str] = field(default_factory=list)  # refs of the events this activation made
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "activation": self.activation,
+            "session": self.session,
+            "state": self.state,
+            "reply": self.reply,
+            "steps": self.steps,
+            "events": self.events,
+            "reason": self.reason,
+        }
+
+
+def _now() -> str:
+    return datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+class Engine:
+    """Runs activations of one context with one model and a tool registry."""
+
+    def __init__(
+        self, ctx: Context, model: Model, tools: ToolRegistry, config: RuntimeConfig
+    ) -> None:
+        self.ctx = ctx
+        self.model = model
+        self.tools = tools
+        self.config = config
+        self.calibration = Calibration()
+        self.clock: Callable[[], str] = _now
+
+    async def run(
+        self, prompt: str, *, session: str = "default", objective: str | None = None
+    ) -> ActivationResult:
+        """One activation: the user message ``prompt`` in ``session``, until a reply."""
+        root = await asyncio.to_thread(self.ctx.observe, "user_message", prompt, session=session)
+        act = await asyncio.to_thread(self.ctx.start_activation, session, root.ref)
+        run = _Run(self, act, session, root.seq, objective or prompt[:200])
+        run.result.events.append(root.ref)
+        try:
+            await run.loop()
+        except BaseException:
+            await asyncio.shield(run.finish("interrupted", "the process stopped mid-activation"))
+            raise
+        return run.result
+
+
+class _Run:
+    """The state of one activation while it runs."""
+
+    def __init__(
+        self, engine: Engine, activation: str, session: str, root: int, objective: str
+    ) -> None:
+        self.e = engine
+        self.activation = activation
+        self.session = session
+        self.root = root
+        self.objective = objective
+        self.maintenance = False
+        self.result = ActivationResult(activation, session, "running", None, 0)
+        self._pending_failure = "even the minimum maintenance request does not fit"
+        self.tc = ToolContext(
+            engine.ctx,
+            session,
+            activation,
+            engine.config.workspace,
+            engine.config.protected_paths,
+        )
+
+    # -- the loop
+
+    async def loop(self) -> None:
+        config = self.e.config
+        for step in range(config.step_limit):
+            self.result.steps = step + 1
+            request = await self._request()
+            if request is None:
+                return
+            try:
+                response = await self.e.model.request(request)
+            except ContextTooLongError as exc:
+                if self.maintenance:
+                    await self.finish(
+                        "failed",
+                        f"the provider refused even a maintenance "
+                        f"request as too long: {exc.message}",
+                    )
+                    return
+                self.maintenance = True
+                continue
+            except ProviderError as exc:
+                await self.finish("failed", f"model provider error ({exc.code}): {exc.message}")
+                return
+            self._calibrate(request, response)
+            if await self._handle(response):
+                return
+        await self.finish("failed", f"the step limit ({config.step_limit}) was reached")
+
+    async def _request(self) -> ModelRequest | None:
+        encoding = await self._encode(None)
+        budget = encoding.pressure.budget
+        self.maintenance = self.maintenance or encoding.pressure.level == "critical"
+        if self.maintenance and encoding.pressure.level == "normal":
+            self.maintenance = False  # room again: external tools come back
+        if encoding.tokens > budget.hard:
+            batch = self._batch(encoding, budget)
+            if batch is None:
+                await self.finish("failed", self._pending_failure)
+                return None
+            encoding = await self._encode(frozenset(batch))
+            self.maintenance = True
+        tools = tuple(t.schema for t in self.e.tools.offered(self.maintenance))
+        return ModelRequest(encoding.text, tools, (), self.e.config.max_output_tokens)
+
+    async def _encode(self, only: frozenset[int] | None) -> Encoding:
+        tools = self.e.tools.offered(self.maintenance)
+        options = EncodeOptions(
+            session=self.session,
+            activation=self.activation,
+            model=self.e.model.name,
+            local_time=self.e.clock(),
+            objectives=(self.objective,),
+            scheduling={"mode": "maintenance" if self.maintenance else "work"},
+            authority=self.e.tools.authority(),
+            budget=self.e.config.budget,
+            calibration=self.e.calibration,
+            extra_parts=tuple(json.dumps(t.schema.to_dict()) for t in tools),
+            only_observations=only,
+        )
+        return await asyncio.to_thread(self.e.ctx.encode, options)
+
+    def _batch(self, encoding: Encoding, budget: Budget) -> list[int] | None:
+        inbox = encoding.state.observations
+        items = [Item(o.seq, estimate_tokens(o.text) + 24, o.protected) for o in inbox]
+        fixed = encoding.tokens - sum(i.tokens for i in items)
+        required = {self.root} if any(o.seq == self.root for o in inbox) else set()
+        batch = select_batch(items, max(0, fixed), budget.hard, required)
+        if not batch.fits:
+            self._pending_failure = batch.reason
+            return None
+        return list(batch.seqs)
+
+    def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:
+        if response.usage is not None:
+            estimated = estimate_tokens(request.encoding) + sum(
+                estimate_tokens(json.dumps(t.to_dict())) for t in request.tools
+            )
+            self.e.calibration.update(estimated, response.usage.input_tokens)
+
+    # -- one response
+
+    async def _handle(self, response: ModelResponse) -> bool:
+        """Record the response and act on it; True when the activation is over."""
+        calls = [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls
+        ]
+        payload: dict[str, Any] = {"activation": self.activation, "tool_calls": calls}
+        if response.usage is not None:
+            payload["usage"] = {
+                "input": response.usage.input_tokens,
+                "output": response.usage.output_tokens,
+            }
+        reply = await asyncio.to_thread(
+            self.e.ctx.record,
+            ev.MODEL_REPLY,
+            response.text,
+            payload=payload,
+            session=self.session,
+        )
+        self.result.events.append(reply.ref)
+        if not response.tool_calls:
+            if not response.text:
+                await self.finish("failed", "the model returned neither a reply nor tool calls")
+                return True
+            self.result.reply = response.text
+            await self.finish("delivered", None)
+            return True
+        outcomes = [await self._run_tool(call) for call in response.tool_calls]
+        await self._record_outcomes(response.tool_calls, outcomes)
+        return False
+
+    async def _run_tool(self, call: ToolCall) -> tuple[Tool | None, ToolOutcome]:
+        tool: Tool | None = None
+        try:
+            tool = self.e.tools.get(call.name)
+            if tool.external and self.maintenance:
+                return tool, ToolOutcome(
+                    f"{call.name} is withdrawn during maintenance: only context_tx and recall "
+                    "are available until pressure goes down",
+                    error=True,
+                )
+            args = _parse_arguments(call)
+            if not await self._authorised(tool, call, args):
+                return tool, ToolOutcome(f"{call.name} was not approved", error=True)
+            return tool, await tool.run(args, self.tc)
+        except MorphzError as exc:
+            return tool, ToolOutcome(json.dumps({"ok": False, "error": exc.to_dict()}), True)
+
+    async def _authorised(self, tool: Tool, call: ToolCall, args: dict[str, Any]) -> bool:
+        if tool.policy == "allow":
+            return True
+        if tool.policy == "deny":
+            return False
+        request = {"tool": tool.name, "arguments": args, "call": call.id}
+        asked = await asyncio.to_thread(
+            self.e.ctx.record, ev.APPROVAL_REQUEST, None, payload=request, session=self.session
+        )
+        approver = self.e.config.approver
+        decision = await approver(tool, args) if approver else self.e.config.ask_default
+        answer = Observation(
+            "approval_result",
+            f"{tool.name}: {'approved' if decision else 'denied'}",
+            meta={"request": asked.ref, "approved": decision, "tool": tool.name},
+        )
+        result = await asyncio.to_thread(self.e.ctx.observe_batch, [answer], session=self.session)
+        self.result.events.extend([asked.ref, result[0].ref])
+        return decision
+
+    async def _record_outcomes(
+        self, calls: tuple[ToolCall, ...], outcomes: list[tuple[Tool | None, ToolOutcome]]
+    ) -> None:
+        batch: list[Observation] = []
+        for call, (tool, outcome) in zip(calls, outcomes, strict=True):
+            if outcome.delivered is not None:
+                self.result.events.append(outcome.delivered)
+                continue
+            kind = "tool_result" if tool is None or tool.external else "tx_receipt"
+            meta = {"tool": call.name, "call": call.id, "error": outcome.error}
+            batch.append(Observation(kind, outcome.text, meta=meta))
+        if batch:
+            events = await asyncio.to_thread(self.e.ctx.observe_batch, batch, session=self.session)
+            self.result.events.extend(e.ref for e in events)
+
+    async def finish(self, state: str, reason: str | None) -> None:
+        if self.result.state != "running":
+            return
+        self.result.state, self.result.reason = state, reason
+        await asyncio.to_thread(self.e.ctx.finish_activation, self.activation, state, reason)
+
+
+def _parse_arguments(call: ToolCall) -> dict[str, Any]:
+    from morphz.runtime.tools.base import ToolError
+
+    try:
+        args = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError as exc:
+        raise ToolError(
+            f"the arguments of {call.name} are not valid JSON ({exc.msg} at character "
+            f"{exc.pos}): send a JSON object matching the tool's schema"
+        ) from exc
+    if not isinstance(args, dict):
+        raise ToolError(f"the arguments of {call.name} must be a JSON object")
+    return args
+
+
+__all__ = ["ActivationResult", "Engine", "RuntimeConfig"]

@@ -1,0 +1,258 @@
+"""The Anthropic Messages adapter (official ``anthropic`` SDK, the ``morphz[anthropic]`` extra).
+
+``anthropic`` is imported when an adapter is built, not with this module: without the extra,
+building one raises an :class:`InputError` that says to ``pip install 'morphz[anthropic]'``.
+This module reads no environment variables: the configuration layer reads
+``ANTHROPIC_API_KEY`` and passes it in (so the SDK's own lookup of keys and profiles is never
+used); without a ``base_url`` the Anthropic endpoint is used.
+
+Request mapping (:class:`ModelRequest` → ``POST /v1/messages``)::
+
+    system   = PREAMBLE
+    messages = [{"role": "user", "content": [{"type": "text", "text": <the Context Encoding>}]},
+                *<the request's extra messages>]
+    tools    = [{"name", "description", "input_schema"}, ...]
+    max_tokens = the request's max_output_tokens (capped by the adapter's, when set)
+
+Extra messages: assistant tool calls become ``tool_use`` blocks (their raw arguments parsed
+back to the ``input`` object; text that is not a JSON object is kept as
+``{"_unparsed_arguments": text}``), tool results become ``tool_result`` blocks in a user turn,
+and consecutive turns of one role are merged (the API wants them alternating).
+
+Response mapping: ``text`` blocks joined → text; ``tool_use`` blocks → ToolCall with
+``arguments = json.dumps(input)`` (the API sends the input already parsed); usage: input =
+``input_tokens + cache_read_input_tokens + cache_creation_input_tokens`` (Anthropic counts the
+cached parts apart; the runtime calibrates against the whole input), cached =
+``cache_read_input_tokens``, output = ``output_tokens``. Other blocks (thinking) are ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from morphz.errors import InputError
+from morphz.runtime.models.base import (
+    BadResponseError,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolSchema,
+    Usage,
+)
+from morphz.runtime.models.openai_compat import (
+    NO_KEY,
+    PREAMBLE,
+    check_settings,
+    load_json,
+    output_tokens,
+)
+from morphz.runtime.models.retry import (
+    Backoff,
+    Failure,
+    Retry,
+    Sleep,
+    call_with_retries,
+    connection_failure,
+    error_text,
+    status_failure,
+)
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    import httpx2
+    from anthropic import AsyncAnthropic
+    from anthropic.types import MessageParam, ToolUnionParam
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+AUTH_HINT = "ANTHROPIC_API_KEY or [anthropic] base_url in morphz.toml"
+PROVIDER = "Anthropic"
+
+
+def load_sdk() -> ModuleType:
+    """The ``anthropic`` package, or an InputError that says how to install it."""
+    try:
+        import anthropic
+    except ImportError as exc:
+        raise InputError(
+            "the Anthropic adapter needs the anthropic package: pip install 'morphz[anthropic]'"
+        ) from exc
+    return anthropic
+
+
+class AnthropicMessagesModel:
+    """A :class:`~morphz.runtime.models.base.Model` over the Anthropic Messages API."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx2.AsyncClient | None = None,
+        max_retries: int = 3,
+        sleep: Sleep = asyncio.sleep,
+        max_output_tokens: int | None = None,
+        backoff: Backoff | None = None,
+        on_retry: Callable[[Retry], None] | None = None,
+    ) -> None:
+        check_settings(model, max_retries, max_output_tokens)
+        self._sdk = load_sdk()
+        self.model = model
+        self.base_url = base_url or DEFAULT_BASE_URL
+        self.max_retries = max_retries
+        self.max_output_tokens = max_output_tokens
+        self.backoff = backoff or Backoff()
+        self.on_retry = on_retry
+        self._sleep = sleep
+        self._client: AsyncAnthropic = self._sdk.AsyncAnthropic(
+            base_url=self.base_url,
+            api_key=api_key or NO_KEY,
+            http_client=http_client,
+            max_retries=0,
+        )
+
+    @property
+    def name(self) -> str:
+        return f"anthropic:{self.model}"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        messages = anthropic_messages(request)
+        tools = anthropic_tools(request.tools)
+        max_tokens = output_tokens(request, self.max_output_tokens)
+
+        async def send() -> bytes:
+            create = self._client.messages.with_raw_response.create
+            raw = await create(
+                model=self.model,
+                system=PREAMBLE,
+                messages=cast("list[MessageParam]", messages),
+                tools=cast("list[ToolUnionParam]", tools) if tools else self._sdk.omit,
+                max_tokens=max_tokens,
+            )
+            return raw.http_response.content
+
+        body = await call_with_retries(
+            send,
+            self._translate,
+            max_retries=self.max_retries,
+            sleep=self._sleep,
+            backoff=self.backoff,
+            on_retry=self.on_retry,
+        )
+        return parse_message(load_json(body, PROVIDER))
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def _translate(self, exc: Exception) -> Failure | None:
+        """The one place where ``anthropic`` exceptions become ProviderErrors."""
+        sdk, where = self._sdk, self.base_url
+        if isinstance(exc, sdk.APIStatusError):
+            text = error_text(exc.message, exc.body)
+            headers = exc.response.headers
+            return status_failure(
+                exc.status_code, text, headers, provider=PROVIDER, where=where, auth_hint=AUTH_HINT
+            )
+        if isinstance(exc, sdk.APIConnectionError):
+            return connection_failure(exc, provider=PROVIDER, where=where)
+        if isinstance(exc, sdk.APIResponseValidationError):
+            return Failure(BadResponseError(f"a malformed response from {where}: {exc}"))
+        return None
+
+
+# -- request
+
+
+def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """The encoding as the first user turn, then the extra messages, same-role turns merged."""
+    turns: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": request.encoding}]}
+    ]
+    for message in request.messages:
+        role, blocks = message_blocks(message)
+        if turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    return turns
+
+
+def message_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
+    text = [{"type": "text", "text": message.content}] if message.content else []
+    if message.role == "user":
+        return "user", text
+    if message.role == "assistant":
+        return "assistant", text + [tool_use_block(c) for c in message.tool_calls]
+    if message.role == "tool":
+        if not message.tool_call_id:
+            raise InputError("a tool message needs the tool_call_id of the call it answers")
+        result = {"type": "tool_result", "tool_use_id": message.tool_call_id}
+        return "user", [{**result, "content": message.content}]
+    raise InputError(f"message role must be user, assistant or tool, not {message.role!r}")
+
+
+def tool_use_block(call: ToolCall) -> dict[str, Any]:
+    try:
+        data = json.loads(call.arguments) if call.arguments.strip() else {}
+    except json.JSONDecodeError:
+        data = None
+    arguments = data if isinstance(data, dict) else {"_unparsed_arguments": call.arguments}
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments}
+
+
+def anthropic_tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
+    return [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
+    ]
+
+
+# -- response
+
+
+def parse_message(data: dict[str, Any]) -> ModelResponse:
+    if data.get("type") == "error":
+        raise BadResponseError(f"the Anthropic response is an error: {data.get('error')}")
+    content = data.get("content")
+    if not isinstance(content, list):
+        raise BadResponseError("the Anthropic response has no content list")
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for index, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif kind == "tool_use":
+            calls.append(tool_use_call(index, block))
+    return ModelResponse(
+        text="".join(texts) if texts else None,
+        tool_calls=tuple(calls),
+        usage=anthropic_usage(data.get("usage")),
+        raw=data,
+    )
+
+
+def tool_use_call(index: int, block: dict[str, Any]) -> ToolCall:
+    name = block.get("name")
+    if not isinstance(name, str) or not name:
+        raise BadResponseError(f"tool_use block {index} of the response has no name: {block!r}")
+    call_id = block.get("id")
+    arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
+    return ToolCall(str(call_id) if call_id else f"toolu_{index}", name, arguments)
+
+
+def anthropic_usage(usage: object) -> Usage | None:
+    if not isinstance(usage, dict):
+        return None
+    fresh, output = usage.get("input_tokens"), usage.get("output_tokens")
+    if not isinstance(fresh, int) or not isinstance(output, int):
+        return None
+    read = usage.get("cache_read_input_tokens")
+    written = usage.get("cache_creation_input_tokens")
+    read = read if isinstance(read, int) else 0
+    written = written if isinstance(written, int) else 0
+    return Usage(fresh + read + written, output, read)

@@ -1,0 +1,215 @@
+"""Retries, backoff and HTTP error classification shared by the provider adapters.
+
+The adapters build their SDK clients with ``max_retries=0`` and retry here instead, so every
+retry is visible (an ``on_retry`` callback, an injectable ``sleep``) and testable. An adapter
+turns each SDK exception into a :class:`Failure` (the typed :class:`ProviderError` to raise, and
+whether trying again can help) in exactly one place; :func:`call_with_retries` does the rest:
+
+- rate limits (429), request timeouts (408), server errors (5xx, including 529 "overloaded")
+  and connection errors are retried up to ``max_retries`` times, waiting the server's
+  ``Retry-After`` when it sent one, otherwise an exponential backoff with jitter;
+- everything else (authentication, context too long, other 4xx) is raised at once;
+- the translated error is raised ``from`` the SDK exception (nothing is swallowed), with a note
+  saying how many retries were made.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import TypeVar
+
+from morphz.runtime.models.base import (
+    AuthError,
+    ContextTooLongError,
+    ProviderError,
+    RateLimitError,
+)
+
+T = TypeVar("T")
+Sleep = Callable[[float], Awaitable[object]]
+
+# How the common servers say "the input does not fit the context window" (lower case).
+# OpenAI: code context_length_exceeded, "This model's maximum context length is N tokens".
+# vLLM: "maximum context length", "is too long to fit into the model", "longer than the maximum
+# model length". Ollama: "input length exceeds maximum context length", "prompt too long".
+# llama.cpp server: exceed_context_size_error, "exceeds the available context size".
+# Anthropic: "prompt is too long: N tokens > M maximum", 413 request_too_large.
+_CONTEXT_TOO_LONG = re.compile(
+    r"context_length_exceeded|maximum context length|context length exceeded"
+    r"|exceeds? (?:the )?(?:maximum|max|available) context|exceed_context_size"
+    r"|context window|too long to fit|longer than the maximum model length"
+    r"|prompt is too long|prompt too long|input is too long|too many tokens"
+    r"|input length exceeds|reduce the length of the messages|request_too_large"
+)
+_RETRY_STATUSES = frozenset({408, 409, 429})
+_MESSAGE_LIMIT = 600
+_TAGS = re.compile(r"<[^>]*>")
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A provider exception translated: the error to raise and whether a retry can help."""
+
+    error: ProviderError
+    retryable: bool = False
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Delay before retry ``attempt`` (0-based): ``base * factor**attempt`` capped at
+    ``max_delay``, stretched by up to ``jitter`` (a fraction) at random so that concurrent
+    activations do not retry in lockstep. A server's Retry-After is used as given; one longer
+    than ``max_retry_after`` is not waited for (the error is raised for the caller to decide)."""
+
+    base: float = 1.0
+    factor: float = 2.0
+    max_delay: float = 30.0
+    jitter: float = 0.25
+    max_retry_after: float = 60.0
+    rand: Callable[[], float] = field(default=random.random)
+
+    def delay(self, attempt: int, retry_after: float | None) -> float | None:
+        if retry_after is not None:
+            return retry_after if retry_after <= self.max_retry_after else None
+        delay = min(self.max_delay, self.base * self.factor**attempt)
+        return delay * (1.0 + self.jitter * self.rand())
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """What :func:`call_with_retries` tells ``on_retry`` before it sleeps."""
+
+    attempt: int  # 1 for the first retry
+    delay: float
+    error: ProviderError
+
+
+async def call_with_retries(
+    call: Callable[[], Awaitable[T]],
+    translate: Callable[[Exception], Failure | None],
+    *,
+    max_retries: int,
+    sleep: Sleep,
+    backoff: Backoff,
+    on_retry: Callable[[Retry], None] | None = None,
+) -> T:
+    """``await call()``; translate its exceptions and retry the retryable ones.
+
+    ``translate`` returns ``None`` for exceptions that are not provider failures: those are
+    re-raised unchanged.
+    """
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except Exception as exc:
+            failure = translate(exc)
+            if failure is None:
+                raise
+            delay = _next_delay(failure, attempt, max_retries, backoff)
+            if delay is None:
+                if attempt:
+                    failure.error.add_note(f"gave up after {attempt} retries")
+                raise failure.error from exc
+            attempt += 1
+            if on_retry is not None:
+                on_retry(Retry(attempt, delay, failure.error))
+            await sleep(delay)
+
+
+def _next_delay(failure: Failure, attempt: int, max_retries: int, backoff: Backoff) -> float | None:
+    if not failure.retryable or attempt >= max_retries:
+        return None
+    return backoff.delay(attempt, failure.retry_after)
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def is_context_too_long(text: str) -> bool:
+    """Whether an error text says the input does not fit the model's context window."""
+    return _CONTEXT_TOO_LONG.search(text.lower()) is not None
+
+
+def error_text(message: str, body: object) -> str:
+    """The provider's own error message, with its type and code, as one short line.
+
+    ``body`` is the decoded error body as the SDK kept it (an OpenAI-style ``error`` object, an
+    Anthropic ``{"type": "error", "error": {...}}``, or the raw text); ``message`` is the SDK's
+    message, used when the body says nothing readable."""
+    said, tags = _body_parts(body)
+    text = said or message
+    if tags:
+        text += f" [{', '.join(tags)}]"
+    text = " ".join(_TAGS.sub(" ", text).split()) if text.lstrip().startswith("<") else text
+    text = " ".join(text.split())
+    return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "…"
+
+
+def _body_parts(body: object) -> tuple[str | None, list[str]]:
+    if isinstance(body, str):
+        return body, []
+    if not isinstance(body, dict):
+        return None, []
+    inner = body.get("error")
+    if isinstance(inner, str):
+        return inner, []
+    if isinstance(inner, dict):
+        body = inner
+    said = body.get("message")
+    tags = [str(body[k]) for k in ("type", "code") if body.get(k) not in (None, "")]
+    return (said if isinstance(said, str) else json.dumps(body, default=str)), tags
+
+
+def status_failure(
+    status: int, text: str, headers: Mapping[str, str], *, provider: str, where: str, auth_hint: str
+) -> Failure:
+    """Translate an HTTP error status from ``provider`` at ``where`` (its base URL)."""
+    said = f"{provider} at {where} answered HTTP {status}: {text}"
+    if status in (401, 403):
+        return Failure(AuthError(f"{said}. Check the API key and the base URL ({auth_hint})."))
+    if status in (400, 413) and is_context_too_long(text):
+        return Failure(ContextTooLongError(f"the input is too long for the model: {said}"))
+    retry_after = parse_retry_after(headers)
+    if status == 429:
+        # An exhausted quota (OpenAI: insufficient_quota) does not come back by waiting.
+        retryable = "insufficient_quota" not in text
+        return Failure(RateLimitError(f"rate limited: {said}", retry_after), retryable, retry_after)
+    if status in _RETRY_STATUSES or status >= 500:
+        return Failure(ProviderError(f"the provider failed: {said}"), True, retry_after)
+    if status == 404:
+        said += " (check the model name and the base URL)"
+    return Failure(ProviderError(f"the provider refused the request: {said}"))
+
+
+def connection_failure(exc: Exception, *, provider: str, where: str) -> Failure:
+    """A connection error or timeout: retryable, then a ProviderError."""
+    cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+    message = f"cannot reach {provider} at {where}: {str(exc).rstrip('.')}{cause}"
+    return Failure(ProviderError(message), retryable=True)

@@ -1,0 +1,100 @@
+"""Deterministic models for demos and tests: a script of steps, or a Python function.
+
+A script is a JSON list of steps; each step is ``{"reply": "text"}`` or
+``{"tool_calls": [{"name": "context_tx", "arguments": {...} | "raw json text"}], "reply"?: ...}``.
+A step's strings may contain ``{version}`` and ``{last_ref}`` / ``{ref:N}`` placeholders that
+are filled from the kernel and inbox of the encoding the model is shown, so a script can write
+transactions against the live base version. Running past the end is a BadResponseError.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from morphz.errors import InputError
+from morphz.runtime.models.base import BadResponseError, ModelRequest, ModelResponse, ToolCall
+
+_VERSION = re.compile(r"\(mind-version (\d+)\)")
+_REFS = re.compile(r"\(observation (@e\d+) ")
+
+
+def _fill(text: str, encoding: str) -> str:
+    if "{" not in text:
+        return text
+    version = _VERSION.findall(encoding)
+    refs = _REFS.findall(encoding)
+    out = text.replace("{version}", version[-1] if version else "0")
+    out = out.replace("{last_ref}", refs[-1] if refs else "@e0")
+    return re.sub(r"\{ref:(-?\d+)\}", lambda m: refs[int(m.group(1))] if refs else "@e0", out)
+
+
+def _call(index: int, number: int, raw: dict[str, Any], encoding: str) -> ToolCall:
+    if "name" not in raw:
+        raise InputError(f"script step {index}: a tool call needs a name")
+    args = raw.get("arguments", {})
+    text = args if isinstance(args, str) else json.dumps(args)
+    return ToolCall(f"call_{index}_{number}", str(raw["name"]), _fill(text, encoding))
+
+
+class ScriptedModel:
+    """Replays ``steps`` in order, one per request."""
+
+    def __init__(self, steps: list[dict[str, Any]], name: str = "scripted") -> None:
+        for index, step in enumerate(steps):
+            if not isinstance(step, dict) or not ({"reply", "tool_calls"} & set(step)):
+                raise InputError(f"script step {index}: expected a reply or tool_calls")
+        self.steps = steps
+        self.position = 0
+        self._name = name
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedModel:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"cannot read the script {path}: {exc}") from exc
+        if not isinstance(data, list):
+            raise InputError(f"the script {path} must be a JSON list of steps")
+        return cls(data, name=f"scripted:{Path(path).name}")
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        if self.position >= len(self.steps):
+            raise BadResponseError(f"the script has only {len(self.steps)} steps")
+        index = self.position
+        step = self.steps[index]
+        self.position += 1
+        calls = tuple(
+            _call(index, number, raw, request.encoding)
+            for number, raw in enumerate(step.get("tool_calls", []))
+        )
+        reply = step.get("reply")
+        return ModelResponse(_fill(reply, request.encoding) if reply else None, calls)
+
+
+ModelFn = Callable[[ModelRequest], Awaitable[ModelResponse] | ModelResponse]
+
+
+class FunctionModel:
+    """A model whose answers come from a Python function (sync or async)."""
+
+    def __init__(self, fn: ModelFn, name: str = "function") -> None:
+        self.fn = fn
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        result = self.fn(request)
+        if isinstance(result, ModelResponse):
+            return result
+        return await result
