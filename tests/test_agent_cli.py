@@ -1,0 +1,109 @@
+"""`morphz exec` and `morphz chat` with the scripted model (no key, no network)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import morphz
+from morphz.interfaces.cli import main
+
+STEPS = [
+    {
+        "tool_calls": [
+            {
+                "name": "context_tx",
+                "arguments": {
+                    "tx": "(context-tx (base-version {version}) (derive deployment/target-v1 "
+                    "(from {last_ref}) (fact (region cn-hangzhou))))"
+                },
+            }
+        ]
+    },
+    {"tool_calls": [{"name": "read_file", "arguments": {"path": "production.yaml"}}]},
+    {
+        "tool_calls": [
+            {
+                "name": "context_tx",
+                "arguments": {
+                    "tx": '(context-tx (base-version {version}) (reason "production says so") '
+                    "(derive deployment/target-v2 (from {last_ref} deployment/target-v1) "
+                    "(fact (region cn-shanghai))) "
+                    "(relate deployment/target-v2 supersedes deployment/target-v1) "
+                    "(retire deployment/target-v1) (retire {last_ref}))"
+                },
+            }
+        ]
+    },
+    {"reply": "The deployment targets cn-shanghai."},
+]
+
+
+@pytest.fixture
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path]:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no user configuration
+    monkeypatch.chdir(tmp_path)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "production.yaml").write_text("region: cn-shanghai\n")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(STEPS))
+    return tmp_path / "m.db", workspace, script
+
+
+def test_exec_runs_one_activation_and_prints_the_reply(setup: tuple[Path, Path, Path]) -> None:
+    db, workspace, script = setup
+    args = ["exec", "prepare the deployment", "--model", f"scripted:{script}"]
+    result = CliRunner().invoke(main, [*args, "--workspace", str(workspace), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "The deployment targets cn-shanghai."
+    with morphz.open(db) as opened:
+        ctx = opened.context("context-default")
+        target = ctx.mind().frame("deployment/target-v2")
+        old = ctx.mind().frame("deployment/target-v1")
+        assert target is not None and target.lifecycle == "active"
+        assert old is not None and old.lifecycle == "retired"
+        assert ctx.activations()[0].state == "delivered"
+        assert ctx.audit().ok
+
+
+def test_exec_json_lists_the_events_it_produced(setup: tuple[Path, Path, Path]) -> None:
+    db, workspace, script = setup
+    args = ["exec", "ops", "prepare the deployment", "--model", f"scripted:{script}"]
+    result = CliRunner().invoke(
+        main, [*args, "--workspace", str(workspace), "--db", str(db), "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["state"] == "delivered" and out["steps"] == 4
+    kinds = [e["kind"] for e in out["event_records"]]
+    assert kinds[0] == "user_message" and "tool_result" in kinds and "tx_receipt" in kinds
+
+
+def test_exec_fails_visibly_when_the_script_runs_out(setup: tuple[Path, Path, Path]) -> None:
+    db, workspace, script = setup
+    script.write_text(json.dumps(STEPS[:1]))
+    args = ["exec", "prepare", "--model", f"scripted:{script}", "--workspace", str(workspace)]
+    result = CliRunner().invoke(main, [*args, "--db", str(db)])
+    assert result.exit_code == 1
+    assert "activation failed" in result.stdout and "script has only 1 steps" in result.stdout
+
+
+def test_chat_slash_commands_and_one_turn(setup: tuple[Path, Path, Path]) -> None:
+    db, workspace, script = setup
+    lines = "/status\nprepare the deployment\n/mind\n/recall region\n/quit\n"
+    args = ["chat", "--model", f"scripted:{script}", "--workspace", str(workspace)]
+    result = CliRunner().invoke(main, [*args, "--db", str(db)], input=lines)
+    assert result.exit_code == 0, result.output
+    assert "agent> The deployment targets cn-shanghai." in result.stdout
+    assert "deployment/target-v2" in result.stdout  # /mind
+    assert "ranked by relevance" in result.stdout  # /recall
+
+
+def test_bad_model_spec_is_a_clear_error(setup: tuple[Path, Path, Path]) -> None:
+    db, _, _ = setup
+    result = CliRunner().invoke(main, ["exec", "hi", "--model", "gpt4", "--db", str(db)])
+    assert result.exit_code == 1 and "needs a name" in result.stderr
