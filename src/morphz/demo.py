@@ -1,49 +1,64 @@
-"""``morphz demo``: the seed's deployment example, step by step, on a fresh store.
+"""``morphz demo``: the seed's deployment example as a full agent run, on a fresh store.
 
-A user asks for a deployment; the agent records Hangzhou as the target region in
-``deployment/target-v1``; the production configuration arrives as a tool result saying
-Shanghai; the agent commits the seed's second transaction (with the real base version and the
-real ref of the configuration observation) and the demo prints each context object before and
-after that commit. Every value shown is read back from the library; no model, no network.
+A user asks for a deployment; the agent (a scripted model, so no key and no network) records
+Hangzhou as the target region in ``deployment/target-v1``; a ``read_file`` of the production
+configuration in a temporary workspace shows Shanghai; the agent commits the seed's second
+transaction — derive the new target from that evidence, declare it supersedes the old one, retire
+the old frame and the processed observation — and replies. The demo prints the steps, the
+commits, each context object before and after that commit, and the audit. Every value shown is
+read back from the library.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import morphz
 from morphz.interfaces.render import lifecycle, table
 from morphz.results import Mind
+from morphz.runtime.agent_tools import agent_tools
+from morphz.runtime.engine import Engine, RuntimeConfig
+from morphz.runtime.models.base import ModelRequest, ModelResponse
+from morphz.runtime.models.scripted import FunctionModel, ScriptedModel
+from morphz.runtime.tools.base import ToolRegistry
+from morphz.runtime.tools.workspace import workspace_tools
 
 Echo = Callable[[str], None]
 
 OLD, NEW = "deployment/target-v1", "deployment/target-v2"
 USER_MESSAGE = "Please prepare the deployment of the checkout service to production."
-CONFIG_RESULT = "production.yaml (current production configuration)\nregion: cn-shanghai"
+CONFIG_FILE = "# current production configuration\nregion: cn-shanghai\nreplicas: 3\n"
+REPLY = (
+    "The deployment of the checkout service will target cn-shanghai, as the current production "
+    "configuration says (not cn-hangzhou, which I had assumed)."
+)
 
 FIRST_TX = """(context-tx
   (base-version {version})
   (reason "plan the deployment the user asked for")
   (derive deployment/target-v1
-    (from {user})
+    (from {last_ref})
     (fact (region cn-hangzhou)))
   (derive deployment/plan
-    (from {user})
+    (from {last_ref})
     (steps "confirm the production configuration" "build" "roll out")))"""
 
-# The seed's second transaction (tests/test_seed_examples.py SEED_TX_2), with the actual base
-# version and the actual ref of the configuration observation substituted.
+# The seed's second transaction (tests/test_seed_examples.py SEED_TX_2); the scripted model fills
+# in the actual base version and the ref of the configuration it read.
 SECOND_TX = """(context-tx
   (base-version {version})
   (reason "current production configuration confirms cn-shanghai")
   (derive deployment/target-v2
-    (from {config} deployment/target-v1)
+    (from {last_ref} deployment/target-v1)
     (fact (region cn-shanghai)))
   (relate deployment/target-v2 supersedes deployment/target-v1)
   (retire deployment/target-v1)
-  (retire {config}))"""
+  (retire {last_ref}))"""
 
 
 def run(echo: Echo, *, keep: Path | None = None) -> bool:
@@ -59,50 +74,98 @@ def run(echo: Echo, *, keep: Path | None = None) -> bool:
 
 def run_at(path: Path, echo: Echo) -> bool:
     echo(f"Morphz demo: the seed's deployment example on a fresh store at {path}\n")
-    with morphz.open(path) as db:
+    with tempfile.TemporaryDirectory(prefix="morphz-demo-ws-") as folder, morphz.open(path) as db:
+        workspace = Path(folder)
+        (workspace / "production.yaml").write_text(CONFIG_FILE, encoding="utf-8")
         ctx = db.context(create=True)
-        return _story(ctx, echo)
+        return asyncio.run(_story(ctx, workspace, echo))
 
 
 def _indent(text: str) -> str:
     return "\n".join(f"    {line}" for line in text.splitlines())
 
 
-def _story(ctx: morphz.Context, echo: Echo) -> bool:
-    user = ctx.observe("user_message", USER_MESSAGE)
-    echo(f"1. The user asks for a deployment; it arrives as {user.ref} (user_message):")
-    echo(_indent(USER_MESSAGE))
+def _script() -> list[dict[str, Any]]:
+    """The agent's part, as a scripted model plays it: {version} and {last_ref} are filled from
+    the encoding it is shown (the kernel's mind version, the newest inbox observation)."""
+    return [
+        {"tool_calls": [{"name": "context_tx", "arguments": {"tx": FIRST_TX}}]},
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "production.yaml"}}]},
+        {"tool_calls": [{"name": "context_tx", "arguments": {"tx": SECOND_TX}}]},
+        {"reply": REPLY},
+    ]
 
-    first = FIRST_TX.format(version=ctx.version, user=user.ref)
-    echo(f"\n2. The agent records its plan, citing {user.ref}:")
-    echo(_indent(first))
-    receipt = ctx.commit(first)
-    echo(f"   -> committed {receipt.tx_id} as {receipt.event}, version {receipt.after_version}")
 
-    config = ctx.observe("tool_result", CONFIG_RESULT)
-    echo(f"\n3. A tool reads the production configuration; it arrives as {config.ref}:")
-    echo(_indent(CONFIG_RESULT))
+async def _story(ctx: morphz.Context, workspace: Path, echo: Echo) -> bool:
+    scripted = ScriptedModel(_script(), name="scripted:demo")
+    minds: list[Mind] = []
 
-    second = SECOND_TX.format(version=ctx.version, config=config.ref)
-    echo("\n4. The agent commits the seed's transaction (base version and ref filled in):")
-    echo(_indent(second))
-    before = ctx.mind(all_observations=True)
-    receipt = ctx.commit(second)
+    async def agent(request: ModelRequest) -> ModelResponse:
+        response = await scripted.request(request)
+        if any("supersedes" in call.arguments for call in response.tool_calls):
+            minds.append(ctx.mind(all_observations=True))  # the seed commit is next
+        return response
+
+    tools = ToolRegistry()
+    for tool in [*agent_tools(), *workspace_tools()]:
+        tools.add(tool)
+    engine = Engine(ctx, FunctionModel(agent, "scripted:demo"), tools, RuntimeConfig(workspace))
+    echo("An agent run with a scripted model (no key, no network); the workspace holds")
+    echo(f"production.yaml:\n{_indent(CONFIG_FILE)}\n")
+    result = await engine.run(USER_MESSAGE)
+    _narrate(ctx, echo)
+    if result.state != "delivered" or not minds:
+        echo(f"the activation {result.state}: {result.reason}")
+        return False
     after = ctx.mind(all_observations=True)
-
+    config_ref = _config_ref(ctx)
     echo("")
-    echo(before_after(ctx, before, after, config.ref))
-    rebased = "rebased" if receipt.rebased else "not rebased"
+    echo(before_after(ctx, minds[0], after, config_ref))
+    receipt = _last_receipt(ctx)
     echo(
-        f"\nreceipt: {receipt.tx_id} as {receipt.event}, version {receipt.before_version} -> "
-        f"{receipt.after_version} ({rebased}), {len(receipt.effects)} changes:"
+        f"\nreceipt: {receipt['tx_id']} as {receipt['event']}, version "
+        f"{receipt['before_version']} -> {receipt['after_version']} "
+        f"({'rebased' if receipt['rebased'] else 'not rebased'}), "
+        f"{len(receipt['changes'])} changes:"
     )
-    for effect in receipt.effects:
-        echo(f"  {effect.op} {effect.target}: {effect.change}")
+    for change in receipt["changes"]:
+        echo(f"  {change['op']} {change['target']}: {change['change']}")
     report = ctx.audit()
     verdict = "ok" if report.ok else "FAILED: " + "; ".join(report.differences)
     echo(f"audit: {verdict} ({report.events} events replayed)")
     return report.ok
+
+
+def _narrate(ctx: morphz.Context, echo: Echo) -> None:
+    """What happened, event by event."""
+    step = 0
+    for event in ctx.events():
+        if event.kind == "user_message":
+            echo(f"{event.ref} user_message:\n{_indent(event.text or '')}")
+        elif event.kind == "model_reply":
+            step += 1
+            calls = (event.payload or {}).get("tool_calls", [])
+            for call in calls:
+                echo(f"\nstep {step}: the agent calls {call['name']}")
+                args = json.loads(call["arguments"])
+                echo(_indent(args["tx"] if "tx" in args else json.dumps(args)))
+            if event.text:
+                echo(f"\nstep {step}: the agent replies ({event.ref}):\n{_indent(event.text)}")
+        elif event.kind == "context_tx_committed":
+            payload = event.payload or {}
+            echo(f"   -> committed {payload.get('tx_id')} as {event.ref}, version {event.version}")
+        elif event.kind == "tool_result":
+            echo(f"   -> {event.ref} tool_result ({len(event.text or '')} characters)")
+
+
+def _config_ref(ctx: morphz.Context) -> str:
+    return next(e.ref for e in ctx.events() if e.kind == "tool_result")
+
+
+def _last_receipt(ctx: morphz.Context) -> dict[str, Any]:
+    receipts = [e for e in ctx.events() if e.kind == "tx_receipt"]
+    data: dict[str, Any] = json.loads(receipts[-1].text or "{}")
+    return data
 
 
 def _frame_cell(mind: Mind, frame_id: str) -> str:
