@@ -41,10 +41,11 @@ class SqliteActive:
         return [frame_from_row(r) for r in rows]
 
     def relations(self) -> list[Edge]:
-        """Edges whose subject is in view."""
+        """Edges whose subject is in view (CROSS JOIN keeps the frames outer: the planner
+        would otherwise scan the visible frames once per relation)."""
         rows = self.conn.execute(
             "SELECT r.subject, r.relation, r.object FROM frames f INDEXED BY frames_visible "
-            "JOIN relations r ON r.context_id = f.context_id AND r.subject = f.frame_id "
+            "CROSS JOIN relations r ON r.context_id = f.context_id AND r.subject = f.frame_id "
             "WHERE f.context_id = ? AND f.lifecycle <> 'retired' "
             "ORDER BY r.subject, r.relation, r.object",
             (self.cid,),
