@@ -1,0 +1,460 @@
+"""Morphz Context Encoding benchmarks: compile time against active size and history length, each
+beside the raw-SQLite time of the same queries, and prefix reuse over a synthetic 300-step tool
+loop with and without ContextDelta.
+
+    .venv/bin/python benchmarks/encoding_bench.py [--quick] [--out FILE] [--example FILE]
+
+Prints one JSON document to stdout (progress goes to stderr). See docs/benchmarks.md.
+``--example FILE`` only writes the demo context's encoding (docs/example-encoding.txt) and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import morphz
+from morphz import demo
+from morphz.encoding import DeltaEncoder, EncodeOptions, PrefixMeter, render
+
+FULL = {"histories": [1_000, 1_000_000], "active": [50, 500, 5_000], "samples": 200, "warmup": 10}
+QUICK = {**FULL, "histories": [1_000, 100_000], "samples": 40, "warmup": 5}
+RETIRE_BATCH = 5_000  # observations per history chunk, all retired by one transaction
+FRAMES_PER_TX = 50  # superseded frames per history chunk (one relation each)
+STEPS = 300
+ROUNDS = 10  # alternating blocks per measurement, as in core_bench.py
+BLOCK_SECONDS = 2.0  # a slow cell takes fewer samples per block (at least one)
+CONTEXT, SESSION = "bench", "main"
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+OPTIONS = EncodeOptions(session=SESSION, model="bench-model", local_time=T0.isoformat())
+VOCABULARY = (
+    "request handler timeout retry upstream pool connection cache checkout payment order region "
+    "replica config deploy build worker queue latency error warning status ok gateway session "
+    "token header response body metric trace span release version rollback"
+)
+WORDS = VOCABULARY.split()
+
+
+def log(message: str) -> None:
+    print(f"[encoding-bench] {message}", file=sys.stderr, flush=True)
+
+
+def pct(samples_ns: list[int], q: float) -> float:
+    """The q-quantile (nearest rank) of nanosecond samples, in milliseconds."""
+    ordered = sorted(samples_ns)
+    return round(ordered[round(q * (len(ordered) - 1))] / 1e6, 4)
+
+
+def entry(metric: str, value: float, unit: str, baseline: float, **more: Any) -> dict[str, Any]:
+    """One measurement beside its same-run baseline; ``ratio`` is value / baseline. ``more``
+    holds ``target`` and ``met`` first, then any other fields."""
+    ratio = round(value / baseline, 3) if baseline else None
+    head = {"metric": metric, "value": round(value, 4), "unit": unit}
+    return head | {"baseline": round(baseline, 4), "ratio": ratio} | more
+
+
+def tool_text(rng: random.Random, chars: int) -> str:
+    """A tool result of about ``chars`` characters: a command line, then log or code lines."""
+    tool = rng.choice(("read_file", "grep", "run_tests", "http_get", "shell"))
+    lines = [f"$ {tool} {rng.choice(WORDS)}/{rng.choice(WORDS)}_{rng.randrange(100)}.py"]
+    size = len(lines[0])
+    while size < chars:
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(3, 14)))
+        lines.append(f"{rng.randrange(1, 900):>4}: {words}")
+        size += len(lines[-1]) + 1
+    return "\n".join(lines)[:chars]
+
+
+def sentence(rng: random.Random, low: int, high: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randrange(low, high))).capitalize() + "."
+
+
+class Clock:
+    """A store clock the script moves (recorded times, and so the encodings, are reproducible)."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def commit(ctx: morphz.Context, ops: list[str], reason: str | None = None, **kw: Any) -> None:
+    why = f" (reason {json.dumps(reason)})" if reason else ""
+    ctx.commit(f"(context-tx (base-version {ctx.version}){why} {' '.join(ops)})", **kw)
+
+
+# ------------------------------------------------------------ (a) compile time
+
+
+def history_chunk(ctx: morphz.Context, index: int, observations: int, head: int) -> int:
+    """One part of a long history: ``observations`` tool results imported (JSON Lines) into a
+    session of their own, then one transaction that retires them all, with a reason, and moves a
+    chain of FRAMES_PER_TX frames on: each derives from the one before, supersedes it and
+    retires it. Returns the chain's new head (that frame stays active)."""
+    session, lines = f"history-{index:04d}", []
+    for i in range(observations):
+        moment = (T0 - timedelta(days=90, seconds=-5 * i)).isoformat()
+        text = f"worker-{i % 7} processed batch {index}.{i}: {i % 97} rows, status ok"
+        lines.append(json.dumps({"kind": "tool_result", "text": text, "time": moment}))
+    report = ctx.import_history(io.StringIO("\n".join(lines) + "\n"), session=session)
+    first, last = (int(str(ref)[2:]) for ref in (report.first_ref, report.last_ref))
+    ops = [f"(retire {' '.join(f'@e{seq}' for seq in range(first, last + 1))})"]
+    note = '(note "what the earlier work established")'
+    if head < 0:
+        ops.append(f"(create history/0 {note})")
+    for n in range(max(head, 0) + 1, max(head, 0) + FRAMES_PER_TX + 1):
+        ops += [f"(derive history/{n} (from history/{n - 1}) {note})"]
+        ops += [f"(relate history/{n} supersedes history/{n - 1})", f"(retire history/{n - 1})"]
+    commit(ctx, ops, "processed: what matters is in history/", session=session)
+    return max(head, 0) + FRAMES_PER_TX
+
+
+def build_history(path: Path, events: int) -> dict[str, Any]:
+    """A context whose history holds ``events`` events, in chunks of up to RETIRE_BATCH
+    observations and one retiring transaction each: nothing of it stays in view but the head
+    of the frame chain."""
+    chunks, head, start = math.ceil(events / (RETIRE_BATCH + 1)), -1, time.perf_counter()
+    with morphz.open(path, now=lambda: T0 - timedelta(days=2)) as db:
+        ctx = db.context(CONTEXT, create=True)
+        for index in range(chunks):
+            size = min(RETIRE_BATCH, events - index * (RETIRE_BATCH + 1) - 1)
+            head = history_chunk(ctx, index, size, head)
+            if index % 20 == 19:
+                log(f"    {min(events, (index + 1) * (RETIRE_BATCH + 1)):,} events")
+        status = ctx.status()
+    assert status.last_seq == events and status.observations.get("active", 0) == 0, status
+    return {
+        "events": status.last_seq, "sessions": chunks, "relations": chunks * FRAMES_PER_TX,
+        "retired": [status.observations["retired"], status.frames["retired"]],
+        "build_s": round(time.perf_counter() - start, 2),
+        "db_mb": round(path.stat().st_size / 2**20, 1),
+    }  # fmt: skip
+
+
+def add_active(ctx: morphz.Context, items: int) -> None:
+    """Half active observations (tool results of varying size), half frames derived from them
+    (the history's head frame counts as one), every second frame related to the one before it.
+    Same seed, same mind, whatever the history."""
+    rng, refs = random.Random(items), []
+    for first in range(0, items // 2, 25):
+        size = min(items // 2, first + 25) - first
+        texts = [tool_text(rng, int(rng.lognormvariate(6, 0.8))) for _ in range(size)]
+        batch = [morphz.Observation("tool_result", text) for text in texts]
+        refs += [e.ref for e in ctx.observe_batch(batch, session=SESSION)]
+    frames = items - items // 2 - 1
+    for first in range(0, frames, 50):
+        ops = []
+        for i in range(first, min(frames, first + 50)):
+            cites = " ".join(sorted({rng.choice(refs), rng.choice(refs)}))
+            ops.append(f'(derive work/f{i} (from {cites}) (fact "{sentence(rng, 8, 30)}"))')
+            ops += [f"(relate work/f{i} supports work/f{i - 1})"] if i % 2 else []
+        commit(ctx, ops, session=SESSION)
+
+
+def traced_sql(db: morphz.Database, ctx: morphz.Context) -> list[str]:
+    """The SQL one ``ctx.encode`` runs, parameters inlined, traced on the store's reader."""
+    conn = db.store._reader()  # type: ignore[attr-defined]
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        ctx.encode(OPTIONS)
+    finally:
+        conn.set_trace_callback(None)
+    return statements
+
+
+def ns(call: Callable[[], object]) -> int:
+    start = time.perf_counter_ns()
+    call()
+    return time.perf_counter_ns() - start
+
+
+def interleave(runs: dict[str, Callable[[], object]], cfg: dict[str, Any]) -> dict[str, list[int]]:
+    """Warm up, then time every run in ROUNDS alternating blocks; a block holds samples/ROUNDS
+    calls, fewer when they would take over BLOCK_SECONDS (at least one)."""
+    per_block, budget = {}, BLOCK_SECONDS * 1e9
+    for name, run in runs.items():
+        warm = [ns(run)]
+        while len(warm) < cfg["warmup"] and sum(warm) < budget:
+            warm.append(ns(run))
+        per_block[name] = max(1, min(cfg["samples"] // ROUNDS, int(budget / min(warm))))
+    timed: dict[str, list[int]] = {name: [] for name in runs}
+    for round_ in range(ROUNDS):
+        log(f"    round {round_ + 1}/{ROUNDS}")
+        for name, run in runs.items():
+            timed[name] += [ns(run) for _ in range(per_block[name])]
+    return timed
+
+
+def bench_compile(tmp: Path, cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    runs: dict[str, Callable[[], object]] = {}
+    closers: list[Callable[[], None]] = []
+    details: dict[str, Any] = {}
+    for events in cfg["histories"]:
+        log(f"(a) building a history of {events:,} events")
+        base = tmp / f"history-{events}.db"
+        details[f"history_{events}"] = build_history(base, events)
+        for items in cfg["active"]:
+            cell, path = f"{items}@{events}", tmp / f"mind-{items}-{events}.db"
+            start = time.perf_counter()
+            shutil.copyfile(base, path)
+            with morphz.open(path, now=lambda: T0 - timedelta(minutes=5)) as db:
+                add_active(db.context(CONTEXT), items)
+            built = time.perf_counter() - start  # closing the store checkpointed the WAL
+            db = morphz.open(path, now=lambda: T0 - timedelta(minutes=5))
+            ctx = db.context(CONTEXT)
+            statements = traced_sql(db, ctx)
+            raw = sqlite3.connect(path, isolation_level=None)
+            encoding = ctx.encode(OPTIONS)
+            runs[f"compile {cell}"] = lambda c=ctx: c.encode(OPTIONS)
+            runs[f"raw {cell}"] = lambda r=raw, s=statements: [r.execute(x).fetchall() for x in s]
+            closers += [db.close, raw.close]
+            status = ctx.status()
+            active = status.observations["active"] + status.frames["active"]
+            details[f"mind_{cell}"] = {"copy_and_active_build_s": round(built, 2)} | {
+                "events": status.last_seq, "active": active, "sql_statements": len(statements),
+                "encoding": [len(encoding.text.encode()), encoding.tokens, encoding.pressure.level],
+            }  # fmt: skip
+        base.unlink()
+    log(f"(a) timing up to {cfg['samples']} compiles per cell, interleaved with the raw SQL")
+    timed = interleave(runs, cfg)
+    for close in closers:
+        close()
+    small, large = cfg["histories"]
+    results = []
+    for items in cfg["active"]:
+        cells = [(k, n) for k in ("compile", "raw") for n in (small, large)]
+        p50 = {(k, n): pct(timed[f"{k} {items}@{n}"], 0.5) for k, n in cells}
+        for events in cfg["histories"]:
+            cell, value = f"{items}@{events}", p50["compile", events]
+            target, met = ("<= 15 ms", value <= 15) if items == 500 else ("-", True)
+            metric = f"compile_p50_{items}_active_{events}_events"
+            results.append(
+                entry(metric, value, "ms", p50["raw", events], target=target, met=met)
+                | {"p95": pct(timed[f"compile {cell}"], 0.95), "n": len(timed[f"compile {cell}"])}
+                | {"baseline_p95": pct(timed[f"raw {cell}"], 0.95)}
+            )
+        grow = p50["compile", large] / p50["compile", small]
+        raw_grow = p50["raw", large] / p50["raw", small]
+        metric = f"compile_p50_growth_{items}_active_{large}_vs_{small}_events"
+        results.append(entry(metric, grow, "x", raw_grow, target="<= 1.2", met=grow <= 1.2))
+    return results, details
+
+
+# ------------------------------------------------------------ (b) prefix reuse
+
+
+def setup_trajectory(ctx: morphz.Context, clock: Clock) -> tuple[str, str]:
+    """Earlier work (an ops session, two standing frames), then the user's request that roots the
+    activation, and the agent's first plan. Returns (root ref, activation id)."""
+    clock.now = T0 - timedelta(hours=3)
+    event = ctx.observe("external_event", "nightly build 4711 of checkout passed", session="ops")
+    commit(ctx, [f"(derive ops/release (from {event.ref}) (build 4711))"], session="ops")
+    clock.now = T0 - timedelta(hours=1)
+    prefs = '(create user/preferences (language en) (style "short answers; ask before deploying"))'
+    project = '(create project/checkout (fact "Python service behind the gateway; pytest"))'
+    commit(ctx, [prefs, project], session=SESSION)
+    clock.now = T0
+    ask = "Since this morning's release checkout returns intermittent 502s. Find the cause and "
+    root = ctx.observe("user_message", ask + "prepare a fix; ask first.", session=SESSION)
+    plan = '(steps "reproduce" "find the cause" "fix") (progress "starting")'
+    commit(ctx, [f"(derive task/plan (from {root.ref}) {plan})"], session=SESSION)
+    return root.ref, ctx.start_activation(SESSION, root=root.ref)
+
+
+def agent_turn(ctx: morphz.Context, rng: random.Random, step: int, s: dict[str, Any]) -> str:
+    """The maintenance the agent commits at ``step`` (if any); returns what kind it was."""
+    ops, reason, kind, arrived, findings = [], None, "append", s["arrived"], s["findings"]
+    if step == s["derive_at"]:
+        recent = [ref for ref, at in arrived.items() if at >= step - 4]
+        cites = " ".join(rng.sample(recent, min(len(recent), rng.randint(1, 3))))
+        ops.append(f'(derive finding/{step} (from {cites}) (fact "{sentence(rng, 10, 40)}"))')
+        if findings and rng.random() < 0.5:
+            relation = rng.choice(("supports", "refines", "depends-on"))
+            ops.append(f"(relate finding/{step} {relation} {rng.choice(findings)})")
+        findings.append(f"finding/{step}")
+        s["derive_at"], kind = step + rng.randint(3, 5), "derive"
+    if step == s["plan_at"]:
+        progress = json.dumps(f"step {step}: {sentence(rng, 6, 16)}")
+        steps = '(steps "reproduce" "find the cause" "fix")'
+        ops.append(f"(revise task/plan (from {s['root']}) {steps} (progress {progress}))")
+        s["plan_at"], kind = step + rng.randint(20, 30), "revise"
+    if step == s["retire_at"]:
+        done = [ref for ref, at in arrived.items() if at <= step - 4]
+        ops += [f"(retire {' '.join(done)})"] if done else []
+        reason = "processed: what matters is in the findings"
+        for ref in done:
+            del arrived[ref]
+        if len(findings) >= 4 and rng.random() < 0.5:  # consolidate the two oldest findings
+            new, old = f"summary/{step}", findings[:2]
+            del findings[:2]
+            ops.append(f'(derive {new} (from {" ".join(old)}) (fact "{sentence(rng, 20, 50)}"))')
+            ops += [f"(relate {new} supersedes {o})" for o in old] + [f"(retire {' '.join(old)})"]
+            findings.append(new)
+        s["retire_at"], kind = step + rng.randint(18, 22), "retire"
+    if ops:
+        commit(ctx, ops, reason, session=SESSION)
+    return kind
+
+
+def arrivals(rng: random.Random) -> list[morphz.Observation]:
+    """What the agent's tool calls of one step return: 1-3 results, sometimes a user message."""
+    batch = []
+    for i in range(rng.choices((1, 2, 3), (50, 35, 15))[0]):
+        if i == 0 and rng.random() < 0.04:
+            batch.append(morphz.Observation("user_message", sentence(rng, 8, 40)))
+        else:
+            chars = min(60_000, max(80, int(rng.lognormvariate(math.log(1_200), 1.0))))
+            batch.append(morphz.Observation("tool_result", tool_text(rng, chars)))
+    return batch
+
+
+def bench_prefix(tmp: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    log(f"(b) prefix reuse over a {STEPS}-step trajectory")
+    rng, clock = random.Random(STEPS), Clock(T0)
+    db = morphz.open(tmp / "trajectory.db", now=clock)
+    ctx = db.context(CONTEXT, create=True)
+    root, activation = setup_trajectory(ctx, clock)
+    state = {"root": root, "arrived": {}, "findings": [], "derive_at": rng.randint(3, 5)}
+    state |= {"plan_at": rng.randint(20, 30), "retire_at": rng.randint(18, 22)}
+    authority = {"context_tx": "allow", "recall": "allow", "run_tests": "allow", "deploy": "ask"}
+    plain, with_delta, delta = PrefixMeter(), PrefixMeter(), DeltaEncoder()
+    compile_ns, static, fresh, seen, kind = [], 0, 0, set(), "first"
+    lost: Counter[str] = Counter()  # bytes not reused, by where and after which agent turn
+    for step in range(STEPS):
+        options = EncodeOptions(
+            session=SESSION, activation=activation, model="bench-model",
+            objectives=("find the cause of the 502s and prepare a fix",), authority=authority,
+            local_time=clock.now.isoformat(), scheduling={"step-limit": 400, "steps-used": step},
+        )  # fmt: skip
+        start = time.perf_counter_ns()
+        encoding = ctx.encode(options)
+        compile_ns.append(time.perf_counter_ns() - start)
+        before, rebuilds, delta_before = plain.reused, delta.rebuilds, with_delta.reused
+        plain.add(encoding.text)
+        request = delta.next(encoding)
+        with_delta.add(request)
+        if step:
+            new = [o for o in encoding.state.observations if o.seq not in seen]
+            fresh += sum(len(render.observation(o).encode()) + 2 for o in new)  # never reusable
+            ends = {r.name: r.end for r in encoding.regions}
+            static += ends["evaluation-profile"]
+            size = len(encoding.text.encode())
+            after = size - ends["inbox"]  # observation-state .. evaluate: re-sent every time
+            lost["after-inbox"] += after
+            lost[f"inbox, after {kind}"] += size - (plain.reused - before) - after
+            key = "delta rebuild" if delta.rebuilds > rebuilds else "delta increment"
+            lost[key] += len(request.encode()) - (with_delta.reused - delta_before)
+        seen, kind = {o.seq for o in encoding.state.observations}, agent_turn(ctx, rng, step, state)
+        clock.now += timedelta(seconds=rng.randint(5, 60))
+        events = ctx.observe_batch(arrivals(rng), session=SESSION)
+        state["arrived"].update((e.ref, step) for e in events)
+    db.close()
+    plain_lost = {k: round(v / plain.total, 4) for k, v in lost.items() if "delta" not in k}
+    delta_lost = {k: round(v / with_delta.total, 4) for k, v in lost.items() if "delta" in k}
+    results = [
+        entry("prefix_reuse_without_delta", plain.rate, "share", static / plain.total,
+              target=">= 0.90", met=plain.rate >= 0.90, requests=plain.requests),
+        entry("prefix_reuse_with_delta", with_delta.rate, "share", plain.rate, target=">= 0.97",
+              met=with_delta.rate >= 0.97, requests=with_delta.requests, rebuilds=delta.rebuilds,
+              increments=delta.increments),
+    ]  # fmt: skip
+    details = {
+        "baselines": "without delta: protocol + evaluation-profile bytes only; with: without delta",
+        "lost_share_without_delta": plain_lost,
+        "lost_share_with_delta": delta_lost,
+        "new_content_share": [round(fresh / m.total, 4) for m in (plain, with_delta)],
+        "min_share_without_delta": round(min(plain.shares), 4),
+        "mean_request_bytes": [round(m.total / (m.requests - 1)) for m in (plain, with_delta)],
+        "last_request_bytes": [len(text.encode()) for text in (encoding.text, delta.text or "")],
+        "compile_ms_p50_p95": [pct(compile_ns, 0.5), pct(compile_ns, 0.95)],
+        "last_tokens_and_pressure": [encoding.tokens, encoding.pressure.level],
+        "active_at_end": {"frames": len(encoding.state.frames)}
+        | {"observations": len(encoding.state.observations)},
+    }
+    return results, details
+
+
+# ------------------------------------------------------------ the example encoding
+
+
+def write_example(target: Path) -> None:
+    """The demo's story (src/morphz/demo.py: a scripted agent run) on a store whose clock is
+    fixed, then the encoding ``morphz context encoding`` prints for it, at a fixed local time."""
+    clock = Clock(datetime(2026, 8, 4, 1, 0, tzinfo=UTC))
+    with tempfile.TemporaryDirectory(prefix="morphz-example-") as folder:
+        workspace, store = Path(folder) / "workspace", Path(folder) / "store" / "demo.db"
+        workspace.mkdir()
+        (workspace / "production.yaml").write_text(demo.CONFIG_FILE, encoding="utf-8")
+        with morphz.open(store, now=clock) as db:
+            ctx = db.context(create=True)
+            assert asyncio.run(demo._story(ctx, workspace, lambda line: None))
+            local = datetime(2026, 8, 4, 9, 5, tzinfo=timezone(timedelta(hours=8))).isoformat()
+            text = ctx.encode(local_time=local).text
+    target.write_text(text, encoding="utf-8")
+    log(f"wrote {target} ({len(text.encode())} bytes)")
+
+
+# ------------------------------------------------------------ driver
+
+
+def machine() -> dict[str, Any]:
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    names = [line.split(":", 1)[1].strip() for line in info.splitlines() if "model name" in line]
+    cpu = names[0] if names else platform.machine()
+    return {"cpus": os.cpu_count(), "cpu": cpu, "platform": platform.platform()} | {
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="100,000 events, fewer samples")
+    parser.add_argument("--out", type=Path, help="also write the JSON document to this file")
+    parser.add_argument("--example", type=Path, help="only write the demo encoding to this file")
+    args = parser.parse_args(argv)
+    if args.example:
+        write_example(args.example)
+        return 0
+    cfg = QUICK if args.quick else FULL
+    started = time.perf_counter()
+    mode = "quick" if args.quick else "full"
+    doc: dict[str, Any] = {"benchmark": "morphz-encoding", "mode": mode}
+    doc |= {"machine": machine(), "config": cfg | {"retire_batch": RETIRE_BATCH, "steps": STEPS}}
+    with tempfile.TemporaryDirectory(prefix="morphz-encoding-bench-") as folder:
+        compiled, compile_details = bench_compile(Path(folder), cfg)
+        prefix, prefix_details = bench_prefix(Path(folder))
+    doc |= {"results": compiled + prefix, "details": {"compile": compile_details}}
+    doc["details"]["prefix"] = prefix_details
+    doc["seconds"] = round(time.perf_counter() - started, 1)
+    doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    doc["all_met"] = all(r["met"] for r in doc["results"])
+    text = json.dumps(doc, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    log(f"done in {doc['seconds']} s; all targets met: {doc['all_met']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
