@@ -125,6 +125,7 @@ class _Run:
         self.root = root
         self.objective = objective
         self.maintenance = False
+        self.too_long = False  # the provider refused the input as too long
         self.result = ActivationResult(activation, session, "running", None, 0)
         self._pending_failure = "even the minimum maintenance request does not fit"
         self.tc = ToolContext(
@@ -154,7 +155,7 @@ class _Run:
                         f"request as too long: {exc.message}",
                     )
                     return
-                self.maintenance = True
+                self.maintenance = self.too_long = True  # until a commit measures again
                 continue
             except ProviderError as exc:
                 await self.finish("failed", f"model provider error ({exc.code}): {exc.message}")
@@ -168,7 +169,7 @@ class _Run:
         encoding = await self._encode(None)
         budget = encoding.pressure.budget
         self.maintenance = self.maintenance or encoding.pressure.level == "critical"
-        if self.maintenance and encoding.pressure.level == "normal":
+        if self.maintenance and encoding.pressure.level == "normal" and not self.too_long:
             self.maintenance = False  # room again: external tools come back
         if encoding.tokens > budget.hard:
             batch = self._batch(encoding, budget)
@@ -245,6 +246,8 @@ class _Run:
             return True
         outcomes = [await self._run_tool(call) for call in response.tool_calls]
         await self._record_outcomes(response.tool_calls, outcomes)
+        if any(t is not None and t.name == "context_tx" and not o.error for t, o in outcomes):
+            self.too_long = False  # a commit: the pressure is measured again
         return False
 
     async def _run_tool(self, call: ToolCall) -> tuple[Tool | None, ToolOutcome]:
