@@ -19,6 +19,7 @@ import os
 import platform
 import re
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -269,6 +270,20 @@ def main(argv: list[str] | None = None) -> int:
             "questions": "those with at least one valid evidence id (split on ';' and space)",
         },
         "machine": {
+            "commit": subprocess.run(
+                [
+                    "git",
+                    "-C",
+                    str(Path(__file__).resolve().parents[1]),
+                    "describe",
+                    "--always",
+                    "--dirty",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.strip(),
+            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
             "cpu_count": os.cpu_count(),
             "python": platform.python_version(),
             "sqlite": sqlite3.sqlite_version,

@@ -144,7 +144,7 @@ class Corpus:
 
 class Raw:
     """Plain sqlite3: an events table and an FTS5 table with one column (index_text tokens,
-    the Morphz tokenizer string), on its own file with default pragmas plus WAL."""
+    the Morphz tokenizer string), on its own file, with WAL and synchronous=NORMAL as Morphz."""
 
     def __init__(self, path: Path) -> None:
         self.conn = sqlite3.connect(path, isolation_level=None)
@@ -303,15 +303,17 @@ def bench_search(
                 since = START + timedelta(microseconds=corpus.rng.randrange(span_us))
                 queries[q] = (since, since + WINDOW) if windowed else None
             timed = measure(ctx, raw, queries, matches, cfg["passes"])
-            ours, base = timed["morphz"][0], timed["raw"][0]
+            (ours, ours_cpu, _), (base, base_cpu, _) = timed["morphz"], timed["raw"]
             limits = {"p50": 3.0, "p95": 10.0} if cls == "selective" else {"p95": 50.0}
             for stat, q in (("p50", 0.5), ("p95", 0.95)):
                 value, limit = pct(ours, q), limits.get(stat)
                 target, met = (f"<= {limit}", value <= limit) if limit else ("-", True)
                 metric = f"search_{name}_{stat}"
                 results.append(result(metric, value, "ms", pct(base, q), target=target, met=met))
+                results[-1] |= {"cpu": pct(ours_cpu, q), "baseline_cpu": pct(base_cpu, q)}
                 results[-1] |= {"n": len(ours), "queries": len(words)}
             details[name] = {
+                "loadavg_1min": round(os.getloadavg()[0], 2),
                 "example_queries": words[:3],
                 "example_raw_match": [matches[q] for q in words[:3]],
                 "mean_hits": {k: round(h, 2) for k, (_, _, h) in timed.items()},
