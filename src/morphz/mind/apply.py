@@ -56,6 +56,8 @@ REPLAY_ENV = Env(session="")
 class _Apply:
     """State of one application: the overlay, the tx and the operation being applied."""
 
+    __slots__ = ("changes", "env", "index", "op", "retired_frames", "tx", "view")
+
     def __init__(self, view: MindView, tx: o.Tx, env: Env) -> None:
         self.changes = Changes()
         self.view = Overlay(view, self.changes)
@@ -150,7 +152,7 @@ def _new_frame(a: _Apply, fid: str, sources: tuple[str, ...], body: str) -> None
     pos = a.view.order_max + 1.0
     a.changes.order_max = pos
     frame = Frame(fid, body, sources, 1, "active", False, pos)
-    a.put_frame(frame, content=True, life=True)
+    a.put_frame(frame, True, True)
     a.effect(fid, "created", immediate=-frame_tokens(frame))
 
 
@@ -166,17 +168,9 @@ def _revise(a: _Apply, op: o.Revise) -> None:
     old = a.need_frame(op.id)
     sources = old.sources if op.sources is None else op.sources
     a.check_sources(sources)
-    new = replace(
-        old,
-        body=op.body_text,
-        sources=sources,
-        revision=old.revision + 1,
-        lifecycle="active",
-        deadline=None,
-        reason=None,
-    )
+    new = Frame(old.id, op.body_text, sources, old.revision + 1, "active", old.protected, old.pos)
     was_visible = old.lifecycle != "retired"
-    a.put_frame(new, content=True, life=old.lifecycle != "active")
+    a.put_frame(new, True, old.lifecycle != "active")
     change = f"revision {new.revision}"
     if old.lifecycle != "active":
         change += f" (was {old.lifecycle}; now active)"
@@ -208,7 +202,7 @@ def _retire_obs(a: _Apply, ref: str) -> None:
         )
     if obs.lifecycle == "retired":
         raise a.fail(ValidationError, f"{ref} is already retired; nothing to retire", target=ref)
-    a.put_obs(replace(obs, lifecycle="retired"))
+    a.put_obs(obs.with_life("retired", obs.protected))
     a.effect(ref, "retired", immediate=obs_tokens(obs))
 
 
@@ -225,13 +219,11 @@ def _retire_frame(a: _Apply, fid: str) -> None:
         return
     window = a.view.window
     if window == 0:
-        a.put_frame(replace(frame, lifecycle="retired", reason=a.tx.reason), False, True)
+        a.put_frame(frame.with_life("retired", frame.deadline, a.tx.reason), False, True)
         a.effect(fid, "retired (window 0)", immediate=frame_tokens(frame))
         return
     deadline = a.view.clock + window
-    a.put_frame(
-        replace(frame, lifecycle="retiring", deadline=deadline, reason=a.tx.reason), False, True
-    )
+    a.put_frame(frame.with_life("retiring", deadline, a.tx.reason), False, True)
     a.effect(fid, f"retiring: {window} ticks left", eventual=frame_tokens(frame))
 
 
@@ -241,13 +233,13 @@ def _restore(a: _Apply, op: o.Restore) -> None:
             obs = a.need_obs(target)
             if obs.lifecycle == "active":
                 raise a.fail(ValidationError, f"{target} is already active", target=target)
-            a.put_obs(replace(obs, lifecycle="active"))
+            a.put_obs(obs.with_life("active", obs.protected))
             a.effect(target, "restored", immediate=-obs_tokens(obs))
             continue
         frame = a.need_frame(target)
         if frame.lifecycle == "active":
             raise a.fail(ValidationError, f"frame '{target}' is already active", target=target)
-        a.put_frame(replace(frame, lifecycle="active", deadline=None, reason=None), False, True)
+        a.put_frame(frame.with_life("active", None, None), False, True)
         if frame.lifecycle == "retired":
             a.effect(target, "restored", immediate=-frame_tokens(frame))
         else:
@@ -264,7 +256,7 @@ def _protect(a: _Apply, op: o.Protect) -> None:
                 raise a.fail(
                     ValidationError, f"{target} is retired: restore it first", target=target
                 )
-            a.put_obs(replace(obs, protected=True))
+            a.put_obs(obs.with_life(obs.lifecycle, True))
             a.effect(target, "protected")
             continue
         frame = a.need_frame(target)
@@ -289,7 +281,7 @@ def _unprotect(a: _Apply, op: o.Unprotect) -> None:
             obs = a.need_obs(target)
             if not obs.protected:
                 raise a.fail(ValidationError, f"{target} is not protected", target=target)
-            a.put_obs(replace(obs, protected=False))
+            a.put_obs(obs.with_life(obs.lifecycle, False))
         else:
             frame = a.need_frame(target)
             if not frame.protected:
@@ -415,7 +407,7 @@ def _rollback(a: _Apply, op: o.Rollback) -> None:
 def _finalized_if_due(frame: Frame, clock: int) -> Frame:
     """A snapshot's retiring frame whose window has already ended comes back retired."""
     if frame.lifecycle == "retiring" and frame.deadline is not None and frame.deadline <= clock:
-        return replace(frame, lifecycle="retired", deadline=None)
+        return frame.with_life("retired", None, frame.reason)
     return frame
 
 
@@ -470,17 +462,17 @@ def _fast_path(a: _Apply) -> None:
     """Supersede fast path (DESIGN §7): a frame retired in this tx whose successor cites it and
     is declared ``(relate NEW supersedes OLD)`` in this same tx is retired at once — from the
     operation that completes the three (so a later checkpoint in the tx sees it retired)."""
-    if not a.retired_frames:
-        return
     added = [e for e, present in a.changes.edges.items() if present and e[1] == "supersedes"]
     for old_id in a.retired_frames:
         old = a.view.frame(old_id)
         if old is None or old.lifecycle != "retiring":
             continue
         for new_id, _, obj in added:
+            if obj != old_id:
+                continue
             successor = a.view.frame(new_id)
-            if obj == old_id and successor is not None and old_id in successor.sources:
-                a.put_frame(replace(old, lifecycle="retired", deadline=None), False, True)
+            if successor is not None and old_id in successor.sources:
+                a.put_frame(old.with_life("retired", None, old.reason), False, True)
                 for eff in a.changes.effects:
                     if eff.target == old_id and eff.op == "retire":
                         eff.change = f"retired at once: superseded by {new_id}"
@@ -513,5 +505,6 @@ def apply_tx(view: MindView, tx: o.Tx, env: Env = REPLAY_ENV) -> Changes:
     for index, op in enumerate(tx.ops):
         a.index, a.op = index, op
         _HANDLERS[type(op)](a, op)
-        _fast_path(a)  # as soon as successor, edge and retire are all there
+        if a.retired_frames:
+            _fast_path(a)  # as soon as successor, edge and retire are all there
     return a.changes

@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from morphz.mind.state import Changes, Frame, MindView, ObsState, OpEffect, SessionState
 
 DEFAULT_WINDOW = 8
@@ -42,8 +40,9 @@ def estimate_tokens(chars: int) -> int:
 
 
 def frame_tokens(frame: Frame) -> int:
-    size = len(frame.id) + len(frame.body) + sum(len(s) + 1 for s in frame.sources) + 32
-    return estimate_tokens(size)
+    sources = frame.sources  # each source counts its length and one separator
+    size = len(frame.id) + len(frame.body) + sum(map(len, sources)) + len(sources) + 32
+    return (size + 3) // 4  # estimate_tokens(size), inlined: every frame effect counts
 
 
 def obs_tokens(obs: ObsState) -> int:
@@ -77,7 +76,7 @@ def finalize_due(view: MindView, clock: int) -> Changes:
         frame = view.frame(fid)
         if frame is None or frame.lifecycle != "retiring":  # pragma: no cover - view invariant
             continue
-        changes.frames[fid] = replace(frame, lifecycle="retired", deadline=None)
+        changes.frames[fid] = frame.with_life("retired", None, frame.reason)
         changes.written.add(f"life:{fid}")
         tokens = frame_tokens(frame)
         changes.effects.append(

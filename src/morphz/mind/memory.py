@@ -97,33 +97,41 @@ class MindState:
     def apply(self, changes: Changes, *, commit: bool) -> None:
         """Apply ``changes``; ``commit`` bumps the mind version (a tx or runtime commit)."""
         if commit:
-            self._version += 1
+            self._version = version = self._version + 1
+            boundary_versions = self.boundary_versions
             for boundary in changes.written:
-                self.boundary_versions[boundary] = self._version
+                boundary_versions[boundary] = version
             if changes.barrier:
-                self.barrier = self._version
-        for fid, frame in changes.frames.items():
-            if frame is None:
-                self.frames_by_id.pop(fid, None)
-                self._retiring.pop(fid, None)
-                continue
-            self.frames_by_id[fid] = frame
-            if frame.lifecycle == "retiring" and frame.deadline is not None:
-                self._retiring[fid] = frame.deadline
-            else:
-                self._retiring.pop(fid, None)
-        for edge, present in changes.edges.items():
-            if present:
-                self.edge_set.add(edge)
-            else:
-                self.edge_set.discard(edge)
-        self.obs.update(changes.observations)
-        for name, snap in changes.checkpoints.items():
-            if snap is None:
-                self.snapshots.pop(name, None)
-            else:
-                self.snapshots[name] = snap
-        self.sessions.update(changes.sessions)
+                self.barrier = version
+        if changes.frames:
+            frames, retiring = self.frames_by_id, self._retiring
+            for fid, frame in changes.frames.items():
+                if frame is None:
+                    frames.pop(fid, None)
+                    retiring.pop(fid, None)
+                    continue
+                frames[fid] = frame
+                if frame.lifecycle == "retiring" and frame.deadline is not None:
+                    retiring[fid] = frame.deadline
+                else:
+                    retiring.pop(fid, None)
+        if changes.edges:
+            edge_set = self.edge_set
+            for edge, present in changes.edges.items():
+                if present:
+                    edge_set.add(edge)
+                else:
+                    edge_set.discard(edge)
+        if changes.observations:
+            self.obs.update(changes.observations)
+        if changes.checkpoints:
+            for name, snap in changes.checkpoints.items():
+                if snap is None:
+                    self.snapshots.pop(name, None)
+                else:
+                    self.snapshots[name] = snap
+        if changes.sessions:
+            self.sessions.update(changes.sessions)
         if changes.order_max is not None:
             self._order_max = changes.order_max
         if changes.window is not None:

@@ -6,76 +6,177 @@ Bodies are kept both as parsed S-expressions (``body``) and as their canonical t
 (``body_text``), which is what the mind stores.
 
 Targets and sources are strings: a frame id (``deployment/current``) or an event ref (``@e42``).
+
+The classes are values: compared and hashed by their fields, never changed after construction.
+They are not declared ``frozen`` only because a frozen dataclass's ``__init__`` costs about four
+times as much, and every transaction (live and replayed) builds several of them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
-from morphz.txlang.sexpr import SExpr
+from morphz.txlang.sexpr import SExpr, read_canonical_items
 
 PlaceWhere = Literal["first", "last", "before", "after"]
 
 
-@dataclass(frozen=True, slots=True)
-class Create:
+class BodySpan:
+    """Where a body lies in canonical source text: its items start at offset ``start`` and end
+    before the closing parenthesis of their operation (see
+    :func:`~morphz.txlang.sexpr.read_canonical_items`)."""
+
+    __slots__ = ("source", "start")
+
+    def __init__(self, source: str, start: int) -> None:
+        self.source = source
+        self.start = start
+
+
+class _BodyOp:
+    """What Create, Derive and Revise share: a frame id, a body and its canonical text.
+
+    Written out rather than declared as dataclasses for one reason: ``body`` may be given as
+    a :class:`BodySpan` (the parser's canonical fast path does), and is then read from that
+    span on first use, with the same nodes and positions; the mind only uses ``body_text``.
+    Compared, hashed and shown like the dataclasses here: by every field but ``pos``.
+    """
+
+    __slots__ = ("_body", "_span", "body_text", "id", "name", "pos")
+    _fields: ClassVar[tuple[str, ...]]
     id: str
-    body: tuple[SExpr, ...]
     body_text: str
-    pos: int = field(default=0, compare=False)
-    name: str = "create"
+    pos: int
+    name: str
+
+    def _set_body(self, body: tuple[SExpr, ...] | BodySpan) -> None:
+        if isinstance(body, BodySpan):
+            self._body: tuple[SExpr, ...] | None = None
+            self._span: BodySpan | None = body
+        else:
+            self._body, self._span = body, None
+
+    @property
+    def body(self) -> tuple[SExpr, ...]:
+        body = self._body
+        if body is None:
+            assert self._span is not None
+            read = read_canonical_items(self._span.source, self._span.start)
+            assert read is not None, "a BodySpan must hold canonical items"
+            body = self._body = read[0]
+        return body
+
+    def _key(self) -> tuple[object, ...]:
+        return tuple([getattr(self, name) for name in self._fields if name != "pos"])
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, _BodyOp)
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        fields = ", ".join([f"{name}={getattr(self, name)!r}" for name in self._fields])
+        return f"{self.__class__.__qualname__}({fields})"
 
 
-@dataclass(frozen=True, slots=True)
-class Derive:
-    id: str
-    sources: tuple[str, ...]
-    body: tuple[SExpr, ...]
-    body_text: str
-    pos: int = field(default=0, compare=False)
-    name: str = "derive"
+class Create(_BodyOp):
+    __slots__ = ()
+    _fields = ("id", "body", "body_text", "pos", "name")
+    __match_args__ = ("id", "body", "body_text", "pos", "name")
+
+    def __init__(
+        self,
+        id: str,
+        body: tuple[SExpr, ...] | BodySpan,
+        body_text: str,
+        pos: int = 0,
+        name: str = "create",
+    ) -> None:
+        self.id = id
+        self._set_body(body)
+        self.body_text = body_text
+        self.pos = pos
+        self.name = name
 
 
-@dataclass(frozen=True, slots=True)
-class Revise:
-    id: str
-    sources: tuple[str, ...] | None  # None: keep the frame's sources
-    body: tuple[SExpr, ...]
-    body_text: str
-    pos: int = field(default=0, compare=False)
-    name: str = "revise"
+class Derive(_BodyOp):
+    __slots__ = ("sources",)
+    _fields = ("id", "sources", "body", "body_text", "pos", "name")
+    __match_args__ = ("id", "sources", "body", "body_text", "pos", "name")
+
+    def __init__(  # noqa: PLR0917 - positional, as the dataclass it stands for
+        self,
+        id: str,
+        sources: tuple[str, ...],
+        body: tuple[SExpr, ...] | BodySpan,
+        body_text: str,
+        pos: int = 0,
+        name: str = "derive",
+    ) -> None:
+        self.id = id
+        self.sources = sources
+        self._set_body(body)
+        self.body_text = body_text
+        self.pos = pos
+        self.name = name
 
 
-@dataclass(frozen=True, slots=True)
+class Revise(_BodyOp):
+    __slots__ = ("sources",)
+    _fields = ("id", "sources", "body", "body_text", "pos", "name")
+    __match_args__ = ("id", "sources", "body", "body_text", "pos", "name")
+
+    def __init__(  # noqa: PLR0917 - positional, as the dataclass it stands for
+        self,
+        id: str,
+        sources: tuple[str, ...] | None,  # None: keep the frame's sources
+        body: tuple[SExpr, ...] | BodySpan,
+        body_text: str,
+        pos: int = 0,
+        name: str = "revise",
+    ) -> None:
+        self.id = id
+        self.sources = sources
+        self._set_body(body)
+        self.body_text = body_text
+        self.pos = pos
+        self.name = name
+
+
+@dataclass(slots=True, unsafe_hash=True)
 class Retire:
     targets: tuple[str, ...]
     pos: int = field(default=0, compare=False)
     name: str = "retire"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Restore:
     targets: tuple[str, ...]
     pos: int = field(default=0, compare=False)
     name: str = "restore"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Protect:
     targets: tuple[str, ...]
     pos: int = field(default=0, compare=False)
     name: str = "protect"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Unprotect:
     targets: tuple[str, ...]
     pos: int = field(default=0, compare=False)
     name: str = "unprotect"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Relate:
     subject: str
     relation: str
@@ -84,7 +185,7 @@ class Relate:
     name: str = "relate"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Unrelate:
     subject: str
     relation: str
@@ -93,7 +194,7 @@ class Unrelate:
     name: str = "unrelate"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Place:
     id: str
     where: PlaceWhere
@@ -102,35 +203,35 @@ class Place:
     name: str = "place"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Checkpoint:
     checkpoint: str
     pos: int = field(default=0, compare=False)
     name: str = "checkpoint"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Rollback:
     checkpoint: str
     pos: int = field(default=0, compare=False)
     name: str = "rollback"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class DropCheckpoint:
     checkpoints: tuple[str, ...]
     pos: int = field(default=0, compare=False)
     name: str = "drop-checkpoint"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class RetireSession:
     sessions: tuple[str, ...]
     pos: int = field(default=0, compare=False)
     name: str = "retire-session"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class RestoreSession:
     sessions: tuple[str, ...]
     pos: int = field(default=0, compare=False)
@@ -182,7 +283,7 @@ REASON_REQUIRED: frozenset[str] = frozenset(
 EXACT_VERSION: frozenset[str] = frozenset({"rollback", "retire-session", "restore-session"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Tx:
     """A parsed ``(context-tx (base-version N) [(reason "...")] OP...)``."""
 

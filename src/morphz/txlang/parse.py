@@ -15,7 +15,17 @@ from collections.abc import Callable
 from morphz.errors import ParseError
 from morphz.ids import describe_id_rules, is_id, is_ref
 from morphz.txlang import ops as o
-from morphz.txlang.sexpr import Atom, SExpr, SList, Str, line_col, quote, read_one, to_text_seq
+from morphz.txlang.sexpr import (
+    CANONICAL_ITEMS,
+    Atom,
+    SExpr,
+    SList,
+    Str,
+    line_col,
+    quote,
+    read_one,
+    source_text_seq,
+)
 
 _MAX_BASE_VERSION = 2**62
 _DIGITS = re.compile(r"[0-9]{1,18}")
@@ -69,7 +79,7 @@ def _target(ctx: _Ctx, node: SExpr) -> str:
 def _each(
     ctx: _Ctx, nodes: tuple[SExpr, ...], parse: Callable[[_Ctx, SExpr], str]
 ) -> tuple[str, ...]:
-    return tuple(parse(ctx, node) for node in nodes)
+    return tuple([parse(ctx, node) for node in nodes])
 
 
 def _targets(ctx: _Ctx, form: SList) -> tuple[str, ...]:
@@ -94,6 +104,10 @@ def _check_body(ctx: _Ctx, body: tuple[SExpr, ...], form: SList) -> None:
             )
 
 
+def _body_text(ctx: _Ctx, body: tuple[SExpr, ...], form: SList) -> str:
+    return source_text_seq(ctx.text, body, form.end - 1)
+
+
 def _from_clause(ctx: _Ctx, node: SExpr) -> tuple[str, ...] | None:
     if not (isinstance(node, SList) and node.head == "from"):
         return None
@@ -112,7 +126,7 @@ def _create(ctx: _Ctx, form: SList) -> o.Op:
             body[0].pos, "create takes no sources: use (derive ID (from SRC...) BODY...)"
         )
     _check_body(ctx, body, form)
-    return o.Create(fid, body, to_text_seq(body), form.pos)
+    return o.Create(fid, body, _body_text(ctx, body, form), form.pos)
 
 
 def _derive(ctx: _Ctx, form: SList) -> o.Op:
@@ -126,7 +140,7 @@ def _derive(ctx: _Ctx, form: SList) -> o.Op:
         raise ctx.error(form.items[2].pos, "derive needs (from SRC...) right after the frame id")
     body = form.items[3:]
     _check_body(ctx, body, form)
-    return o.Derive(fid, sources, body, to_text_seq(body), form.pos)
+    return o.Derive(fid, sources, body, _body_text(ctx, body, form), form.pos)
 
 
 def _revise(ctx: _Ctx, form: SList) -> o.Op:
@@ -136,7 +150,7 @@ def _revise(ctx: _Ctx, form: SList) -> o.Op:
     sources = _from_clause(ctx, form.items[2])
     body = form.items[3:] if sources is not None else form.items[2:]
     _check_body(ctx, body, form)
-    return o.Revise(fid, sources, body, to_text_seq(body), form.pos)
+    return o.Revise(fid, sources, body, _body_text(ctx, body, form), form.pos)
 
 
 def _edge(ctx: _Ctx, form: SList) -> tuple[str, str, str]:
@@ -227,6 +241,9 @@ def parse_tx(text: str) -> o.Tx:
     Raises only :class:`ParseError`. Use :func:`morphz.txlang.read_tx` to also check the rules
     of :mod:`morphz.txlang.validate`.
     """
+    tx = _parse_canonical(text)
+    if tx is not None:
+        return tx
     ctx = _Ctx(text)
     form = read_one(text)
     if not isinstance(form, SList) or form.head != "context-tx":
@@ -256,25 +273,110 @@ def parse_tx(text: str) -> o.Tx:
     return o.Tx(base, reason, tuple(ops), text)
 
 
+# ---------------------------------------------------------------- canonical fast path
+#
+# Every stored transaction is canonical (print_tx wrote it), and so are most submitted ones: one
+# line, single spaces. For those, a few anchored regexes find the header and each operation
+# without building a tree for anything but the bodies. The fast path returns None as soon as the
+# text is anything else (other spacing, an operation it does not know, a bad id, a missing
+# part...), and parse_tx takes the general path above, which also produces every error; so both
+# paths give the same Tx for every text the fast path accepts.
+
+# The rules of morphz.ids (keep them in step) for an atom followed by " " or ")": an id, and an
+# id or event ref (a target or source).
+_END = r"(?=[ )])"
+_ID = rf"(?!\d++{_END})[\w.:/-]{{1,256}}+{_END}"
+_TARGET = rf"(?:@e[1-9][0-9]{{0,17}}+{_END}|{_ID})"
+_HEAD = re.compile(r'\(context-tx \(base-version ([0-9]{1,18})\)(?: \(reason "([^"\\]*+)"\))?')
+_OP = re.compile(
+    rf" \((?:(create|derive|revise) ({_ID})(?: \(from((?: {_TARGET})++)\))? "
+    rf"(?P<body>{CANONICAL_ITEMS})"
+    rf"|(retire|restore|protect|unprotect)(?P<targets>(?: {_TARGET})++)"
+    rf"|(relate|unrelate) ({_ID}) ({_ID}) (?P<object>{_ID}))\)"
+)
+_TARGET_OPS: dict[str, Callable[[tuple[str, ...], int], o.Op]] = {
+    "retire": o.Retire,
+    "restore": o.Restore,
+    "protect": o.Protect,
+    "unprotect": o.Unprotect,
+}
+
+
+def _parse_canonical(text: str) -> o.Tx | None:
+    head = _HEAD.match(text)
+    if head is None:
+        return None
+    base, reason = int(head.group(1)), head.group(2)
+    if base > _MAX_BASE_VERSION or (reason is not None and not reason.strip()):
+        return None
+    ops: list[o.Op] = []
+    last = len(text) - 1
+    at = head.end()
+    while at < last:
+        match = _OP.match(text, at)
+        if match is None:
+            return None
+        kind = match.lastgroup
+        if kind == "body":
+            op = _canonical_body_op(text, match)
+            if op is None:
+                return None
+            ops.append(op)
+        elif kind == "targets":
+            targets = tuple(match.group(6)[1:].split(" "))
+            ops.append(_TARGET_OPS[match.group(5)](targets, at + 1))
+        else:
+            name, subject, relation, obj = match.group(7, 8, 9, 10)
+            edge = o.Relate if name == "relate" else o.Unrelate
+            ops.append(edge(subject, relation, obj, at + 1))
+        at = match.end()
+    if at != last or text[last] != ")" or not ops:
+        return None
+    return o.Tx(base, reason, tuple(ops), text)
+
+
+def _canonical_body_op(text: str, match: re.Match[str]) -> o.Op | None:
+    """A create, derive or revise from its match, or None."""
+    name, fid, cited, body_text = match.group(1, 2, 3, 4)
+    if "(from" in body_text:
+        return None  # perhaps (from ...) out of place: the general path knows
+    pos, body = match.start() + 1, o.BodySpan(text, match.start(4))
+    if cited is None:
+        if name == "create":
+            return o.Create(fid, body, body_text, pos)
+        return o.Revise(fid, None, body, body_text, pos) if name == "revise" else None
+    if name == "create":
+        return None
+    sources = tuple(cited[1:].split(" "))
+    if name == "derive":
+        return o.Derive(fid, sources, body, body_text, pos)
+    return o.Revise(fid, sources, body, body_text, pos)
+
+
 # ---------------------------------------------------------------- printing
 
 
+_TARGETED = (o.Retire, o.Restore, o.Protect, o.Unprotect)
+_EDGED = (o.Relate, o.Unrelate)
+_CHECKPOINTED = (o.Checkpoint, o.Rollback)
+
+
 def _op_text(op: o.Op) -> str:
-    if isinstance(op, o.Create):
-        return f"(create {op.id} {op.body_text})"
     if isinstance(op, o.Derive):
         return f"(derive {op.id} (from {' '.join(op.sources)}) {op.body_text})"
+    if isinstance(op, _TARGETED):
+        return f"({op.name} {' '.join(op.targets)})"
+    if isinstance(op, _EDGED):
+        return f"({op.name} {op.subject} {op.relation} {op.object})"
+    if isinstance(op, o.Create):
+        return f"(create {op.id} {op.body_text})"
     if isinstance(op, o.Revise):
         src = f" (from {' '.join(op.sources)})" if op.sources is not None else ""
         return f"(revise {op.id}{src} {op.body_text})"
-    if isinstance(op, o.Retire | o.Restore | o.Protect | o.Unprotect):
-        return f"({op.name} {' '.join(op.targets)})"
-    if isinstance(op, o.Relate | o.Unrelate):
-        return f"({op.name} {op.subject} {op.relation} {op.object})"
     if isinstance(op, o.Place):
         where = op.where if op.anchor is None else f"({op.where} {op.anchor})"
         return f"(place {op.id} {where})"
-    if isinstance(op, o.Checkpoint | o.Rollback):
+    if isinstance(op, _CHECKPOINTED):
         return f"({op.name} {op.checkpoint})"
     if isinstance(op, o.DropCheckpoint):
         return f"(drop-checkpoint {' '.join(op.checkpoints)})"

@@ -58,13 +58,15 @@ class Str:
 
 class SList:
     """A parenthesised list of S-expressions. ``head`` is the text of the first item when it is
-    an atom (an operation name, say), else None."""
+    an atom (an operation name, say), else None. ``end`` is the offset just after the closing
+    parenthesis when the list was read from text (0 otherwise)."""
 
-    __slots__ = ("head", "items", "pos")
+    __slots__ = ("end", "head", "items", "pos")
 
-    def __init__(self, items: tuple[SExpr, ...], pos: int = 0) -> None:
+    def __init__(self, items: tuple[SExpr, ...], pos: int = 0, end: int = 0) -> None:
         self.items = items
         self.pos = pos
+        self.end = end
         first = items[0] if items else None
         self.head: str | None = first.text if type(first) is Atom else None
 
@@ -80,13 +82,11 @@ class SList:
 
 SExpr = Atom | Str | SList
 
-# One token per match, leading whitespace skipped; the group number says which kind. Every
-# character that is not whitespace starts exactly one of these, so finditer never skips text.
-_TOKEN = re.compile(
-    r"""\s*(?:(\()|(\))|("(?:[^"\\]|\\.)*")|([^\s()";]+)|(;[^\n]*)|("))""", re.DOTALL
-)
+# One token per match, in order: "(", ")", a string literal, an atom, a comment, or a lone '"'
+# (a string that is never closed). Every character that is not whitespace starts exactly one of
+# them and none starts with whitespace, so only whitespace lies between two tokens.
+_TOKEN = re.compile(r'[()]|"[^"\\]*(?:\\.[^"\\]*)*"|[^\s()";]+|;[^\n]*|"', re.DOTALL)
 MAX_DEPTH = 200  # deeper nesting is refused: printers and walkers recurse
-_OPEN, _CLOSE, _STRING, _ATOM, _COMMENT, _BADSTR = 1, 2, 3, 4, 5, 6
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 
@@ -117,35 +117,96 @@ def _unescape(text: str, raw: str, pos: int) -> str:
     return _ESCAPE.sub(repl, raw) if "\\" in raw else raw
 
 
+def _split(text: str) -> list[str] | None:
+    """The tokens of ``text`` without a regex, or None when it has a backslash, a comment or a
+    string never closed. Then quotes pair up in order, and outside strings every token is a
+    parenthesis or a run of other non-whitespace characters (``str.split`` and ``\\s`` agree on
+    what whitespace is)."""
+    if "\\" in text:
+        return None
+    parts = text.split('"')
+    if not len(parts) & 1:
+        return None
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        if i & 1:
+            out.append(f'"{part}"')
+        elif ";" in part:
+            return None
+        else:
+            out += part.replace("(", " ( ").replace(")", " ) ").split()
+    return out
+
+
 def read(text: str) -> list[SExpr]:
     """Read every top-level S-expression in ``text``. Raises :class:`ParseError`."""
+    tokens = _split(text)
+    return _nodes(text, _TOKEN.findall(text) if tokens is None else tokens, 0)
+
+
+def _nodes(text: str, tokens: list[str], end: int) -> list[SExpr]:
+    """The nodes of ``tokens``: the tokens of ``text`` from offset ``end`` on, in order."""
     out: list[SExpr] = []
-    stack: list[tuple[int, list[SExpr]]] = []
+    starts: list[int] = []  # offsets of the open lists, innermost last
+    parents: list[list[SExpr]] = []  # the item lists they go into
     current = out
-    for m in _TOKEN.finditer(text):
-        kind = m.lastindex
-        if kind == _ATOM:
-            current.append(Atom(m.group(4), m.start(4)))
-        elif kind == _OPEN:
-            if len(stack) >= MAX_DEPTH:
-                raise _error(text, m.start(1), f"lists nest deeper than {MAX_DEPTH} levels")
-            stack.append((m.start(1), current))
+    find = text.find
+    for token in tokens:
+        pos = find(token, end)  # only whitespace lies before it: this is the token itself
+        end = pos + len(token)
+        if token == "(":
+            if len(starts) >= MAX_DEPTH:
+                raise _error(text, pos, f"lists nest deeper than {MAX_DEPTH} levels")
+            starts.append(pos)
+            parents.append(current)
             current = []
-        elif kind == _CLOSE:
-            if not stack:
-                raise _error(text, m.start(2), "unbalanced ')': there is no list to close")
-            start, parent = stack.pop()
-            parent.append(SList(tuple(current), start))
-            current = parent
-        elif kind == _STRING:
-            pos = m.start(3)
-            raw = m.group(3)[1:-1]
+        elif token == ")":
+            if not starts:
+                raise _error(text, pos, "unbalanced ')': there is no list to close")
+            node = SList(tuple(current), starts.pop(), end)
+            current = parents.pop()
+            current.append(node)
+        elif token[0] == '"':
+            if len(token) == 1:
+                raise _error(text, pos, 'unterminated string: add the closing "')
+            raw = token[1:-1]
             current.append(Str(_unescape(text, raw, pos + 1) if "\\" in raw else raw, pos))
-        elif kind == _BADSTR:
-            raise _error(text, m.start(6), 'unterminated string: add the closing "')
-    if stack:
-        raise _error(text, stack[-1][0], "unbalanced '(': this list is never closed")
+        elif token[0] != ";":
+            current.append(Atom(token, pos))
+    if starts:
+        raise _error(text, starts[-1], "unbalanced '(': this list is never closed")
     return out
+
+
+# Canonical items up to a closing parenthesis, nested at most CANONICAL_DEPTH lists deep: each
+# an atom, a string (with only the two valid escapes) or a list of such items, and one space
+# between two items, none after "(" or before ")".
+CANONICAL_DEPTH = 12
+_STRING = r'"[^"\\]*+(?:\\["\\][^"\\]*+)*+"'
+_NEXT = r"(?:(?=\))| (?=[^\s)]))"  # after an item: the closing ")" or one space and an item
+
+
+def _canonical_items(depth: int) -> str:
+    item = rf'(?:[^\s()";]++|{_STRING})'
+    for _ in range(depth):
+        item = rf'(?:[^\s()";]++|{_STRING}|\((?:{item}{_NEXT})*+\))'
+    return rf"(?:{item}{_NEXT})++"
+
+
+CANONICAL_ITEMS = _canonical_items(CANONICAL_DEPTH)  # a pattern, to embed in other regexes
+_CANONICAL_ITEMS = re.compile(rf"{CANONICAL_ITEMS}(?=\))")
+
+
+def read_canonical_items(text: str, start: int) -> tuple[tuple[SExpr, ...], int] | None:
+    """Read the last items of a list, from offset ``start`` of ``text`` to the list's closing
+    parenthesis, when they are in canonical form (then their canonical text is the source span
+    itself). Returns the items and the offset of that ")", or None when the span holds anything
+    else (other spacing, a comment, an error, deeper nesting)."""
+    match = _CANONICAL_ITEMS.match(text, start)
+    if match is None:
+        return None
+    stop = match.end()
+    return tuple(_nodes(text, _TOKEN.findall(text, start, stop), start)), stop
 
 
 def read_one(text: str) -> SExpr:
@@ -178,6 +239,18 @@ def to_text(expr: SExpr) -> str:
 def to_text_seq(exprs: tuple[SExpr, ...] | list[SExpr]) -> str:
     """Canonical text of several expressions, separated by single spaces."""
     return " ".join([to_text(item) for item in exprs])
+
+
+def source_text_seq(text: str, exprs: tuple[SExpr, ...], stop: int) -> str:
+    """:func:`to_text_seq` of ``exprs``, the last items of a list read from ``text`` whose closing
+    parenthesis is at offset ``stop``: the source span itself when it is already canonical,
+    which is cheaper than printing the nodes again."""
+    if exprs:
+        start = exprs[0].pos
+        match = _CANONICAL_ITEMS.match(text, start) if 0 <= start < stop else None
+        if match is not None and match.end() == stop:
+            return text[start:stop]
+    return to_text_seq(exprs)
 
 
 def pretty(expr: SExpr, width: int = 80, indent: int = 0) -> str:

@@ -16,7 +16,7 @@ import re
 from morphz.errors import ValidationError
 from morphz.txlang import ops as o
 from morphz.txlang.parse import parse_tx
-from morphz.txlang.sexpr import SExpr, SList, line_col, walk
+from morphz.txlang.sexpr import SList, line_col, walk
 
 
 def _fail(tx: o.Tx, index: int, pos: int, message: str) -> ValidationError:
@@ -25,68 +25,76 @@ def _fail(tx: o.Tx, index: int, pos: int, message: str) -> ValidationError:
     return ValidationError(message, op=op.name, op_index=index, line=line, column=column)
 
 
-def _names(op: o.Op) -> tuple[str, ...]:
-    if isinstance(op, o.Retire | o.Restore | o.Protect | o.Unprotect):
-        return op.targets
-    if isinstance(op, o.Derive | o.Revise):
-        return op.sources or ()
-    if isinstance(op, o.DropCheckpoint):
-        return op.checkpoints
-    if isinstance(op, o.RetireSession | o.RestoreSession):
-        return op.sessions
-    return ()
-
-
-def _self_reference(op: o.Op) -> str | None:
-    if isinstance(op, o.Derive | o.Revise) and op.id in (op.sources or ()):
-        return f"frame '{op.id}' cannot cite itself"
-    if isinstance(op, o.Relate | o.Unrelate) and op.subject == op.object:
-        return f"a frame cannot be related to itself ('{op.subject}')"
-    if isinstance(op, o.Place) and op.anchor == op.id:
-        return f"cannot place '{op.id}' relative to itself"
-    return None
-
+_TARGETS = (o.Retire, o.Restore, o.Protect, o.Unprotect)
+_SOURCED = (o.Derive, o.Revise)
+_EDGES = (o.Relate, o.Unrelate)
+_SESSIONS = (o.RetireSession, o.RestoreSession)
 
 _MAYBE_OP = re.compile(r"\((?:context-tx|" + "|".join(map(re.escape, o.OP_NAMES)) + r")[\s)]")
 
 
-def _nested_op(body: tuple[SExpr, ...], body_text: str) -> SList | None:
-    if _MAYBE_OP.search(body_text) is None:  # fast path: no "(op " anywhere in the text
+def _twice(op: o.Op, names: tuple[str, ...]) -> tuple[int, str] | None:
+    if len(set(names)) == len(names):
         return None
-    for item in body:
+    twice = next(n for n in names if names.count(n) > 1)
+    return op.pos, f"'{twice}' is listed twice in {op.name}"
+
+
+def _nested_op(op: o.Create | o.Derive | o.Revise) -> tuple[int, str] | None:
+    if _MAYBE_OP.search(op.body_text) is None:  # fast path: no "(op " anywhere in the text
+        return None
+    for item in op.body:
         for node in walk(item):
             if isinstance(node, SList) and (node.head in o.OP_NAMES or node.head == "context-tx"):
-                return node
+                return node.pos, (
+                    f"operation '{node.head}' nested inside a body: operations go at the top "
+                    "level of the context-tx"
+                )
+    return None
+
+
+def _problem(op: o.Op) -> tuple[int, str] | None:
+    """The offset and message of the first rule ``op`` breaks (other than a missing reason):
+    a name listed twice, then a reference to itself, then an operation nested in its body."""
+    if isinstance(op, _SOURCED):
+        sources = op.sources or ()
+        problem = _twice(op, sources) if len(sources) > 1 else None
+        if problem is None and op.id in sources:
+            return op.pos, f"frame '{op.id}' cannot cite itself"
+        return problem or _nested_op(op)
+    if isinstance(op, _TARGETS):
+        return _twice(op, op.targets) if len(op.targets) > 1 else None
+    if isinstance(op, _EDGES):
+        if op.subject == op.object:
+            return op.pos, f"a frame cannot be related to itself ('{op.subject}')"
+        return None
+    if isinstance(op, o.Create):
+        return _nested_op(op)
+    if isinstance(op, o.Place):
+        if op.anchor == op.id:
+            return op.pos, f"cannot place '{op.id}' relative to itself"
+        return None
+    if isinstance(op, o.DropCheckpoint):
+        return _twice(op, op.checkpoints)
+    if isinstance(op, _SESSIONS):
+        return _twice(op, op.sessions)
     return None
 
 
 def check_tx(tx: o.Tx) -> o.Tx:
     """Return ``tx`` when it keeps every text-level rule; raise ValidationError otherwise."""
+    reasonless = tx.reason is None
     for index, op in enumerate(tx.ops):
-        if tx.reason is None and op.name in o.REASON_REQUIRED:
+        if reasonless and op.name in o.REASON_REQUIRED:
             raise _fail(
                 tx,
                 index,
                 op.pos,
                 f'{op.name} requires a reason: add (reason "why") after (base-version N)',
             )
-        names = _names(op)
-        if len(set(names)) != len(names):
-            twice = next(n for n in names if names.count(n) > 1)
-            raise _fail(tx, index, op.pos, f"'{twice}' is listed twice in {op.name}")
-        problem = _self_reference(op)
+        problem = _problem(op)
         if problem is not None:
-            raise _fail(tx, index, op.pos, problem)
-        if isinstance(op, o.Create | o.Derive | o.Revise):
-            nested = _nested_op(op.body, op.body_text)
-            if nested is not None:
-                raise _fail(
-                    tx,
-                    index,
-                    nested.pos,
-                    f"operation '{nested.head}' nested inside a body: operations go at the top "
-                    "level of the context-tx",
-                )
+            raise _fail(tx, index, *problem)
     return tx
 
 
