@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -66,22 +67,30 @@ def _split(context_and_prompt: tuple[str, ...]) -> tuple[str, str]:
     raise click.UsageError("give [CTX] PROMPT (quote a prompt of several words)")
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def agent_options(f: F) -> F:
+    """--model, --session and --workspace, shared by exec and chat."""
+    f = click.option(
+        "--workspace",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=Path("."),
+        show_default=True,
+        help="The folder the file and exec tools work in.",
+    )(f)
+    f = click.option("--session", default="default", show_default=True, metavar="ID")(f)
+    return click.option(
+        "--model",
+        "model_spec",
+        metavar="SPEC",
+        help="openai:NAME, anthropic:NAME or scripted:PATH (default: the configuration's model).",
+    )(f)
+
+
 @main.command("exec")
 @click.argument("context_and_prompt", nargs=-1, required=True, metavar="[CTX] PROMPT")
-@click.option(
-    "--model",
-    "model_spec",
-    metavar="SPEC",
-    help="openai:NAME, anthropic:NAME or scripted:PATH (default: the configuration's model).",
-)
-@click.option("--session", default="default", show_default=True, metavar="ID")
-@click.option(
-    "--workspace",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("."),
-    show_default=True,
-    help="The folder the file and exec tools work in.",
-)
+@agent_options
 @db_option
 @format_option
 def exec_command(
@@ -116,20 +125,7 @@ def _reply_text(result: ActivationResult) -> str:
 
 @main.command("chat")
 @click.argument("context_id", metavar="[CTX]", required=False, default=DEFAULT_CONTEXT)
-@click.option(
-    "--model",
-    "model_spec",
-    metavar="SPEC",
-    help="openai:NAME, anthropic:NAME or scripted:PATH (default: the configuration's model).",
-)
-@click.option("--session", default="default", show_default=True, metavar="ID")
-@click.option(
-    "--workspace",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("."),
-    show_default=True,
-    help="The folder the file and exec tools work in.",
-)
+@agent_options
 @db_option
 def chat_command(
     *, context_id: str, model_spec: str | None, session: str, workspace: Path, db_path: str
