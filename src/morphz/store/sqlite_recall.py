@@ -185,19 +185,11 @@ class SqliteRecall:
             kinds = sorted(filters.event_kinds)
             sql += f" AND e.kind IN ({','.join('?' * len(kinds))})"
             params.extend(kinds)
-        if filters.since_us is not None:
-            sql += " AND e.time_us >= ?"
-            params.append(filters.since_us)
-        if filters.until_us is not None:
-            sql += " AND e.time_us < ?"
-            params.append(filters.until_us)
-        if after is not None:
-            sql += " AND (e.time_us > ? OR (e.time_us = ? AND e.seq > ?))"
-            params.extend((after[0], after[0], after[1]))
-        if filters.lifecycles is not None:
-            lives = sorted(filters.lifecycles)
-            sql += f" AND coalesce(o.lifecycle, 'active') IN ({','.join('?' * len(lives))})"
-            params.extend(lives)
+        where, more = _window_sql(
+            "e.time_us", "e.seq", "coalesce(o.lifecycle, 'active')", filters, after
+        )
+        sql += where
+        params.extend(more)
         sql += " ORDER BY e.time_us, e.seq LIMIT ?"
         params.append(limit)
         return [(r[0], r[1]) for r in self.conn.execute(sql, params)]
@@ -211,19 +203,9 @@ class SqliteRecall:
             "WHERE rf.context_id = ? AND rf.key <= ?"
         )
         params: list[object] = [self.cid, pin.max_frame_doc]
-        if filters.since_us is not None:
-            sql += " AND rf.time_us >= ?"
-            params.append(filters.since_us)
-        if filters.until_us is not None:
-            sql += " AND rf.time_us < ?"
-            params.append(filters.until_us)
-        if after is not None:
-            sql += " AND (rf.time_us > ? OR (rf.time_us = ? AND -rf.key > ?))"
-            params.extend((after[0], after[0], after[1]))
-        if filters.lifecycles is not None:
-            lives = sorted(filters.lifecycles)
-            sql += f" AND fr.lifecycle IN ({','.join('?' * len(lives))})"
-            params.extend(lives)
+        where, more = _window_sql("rf.time_us", "-rf.key", "fr.lifecycle", filters, after)
+        sql += where
+        params.extend(more)
         sql += " ORDER BY rf.time_us, -rf.key LIMIT ?"
         params.append(limit)
         return [(r[0], r[1]) for r in self.conn.execute(sql, params)]
@@ -351,6 +333,28 @@ class SqliteRecall:
         for rowid, body, near, frame_id in rows:
             key = f"@e{rowid}" if rowid > 0 else f"frame:{frame_id}"
             yield key, body, near
+
+
+def _window_sql(
+    time: str, ident: str, lifecycle: str, filters: Filters, after: tuple[int, int] | None
+) -> tuple[str, list[object]]:
+    """The time range, keyset continuation and lifecycle conditions of a chronological page."""
+    sql = ""
+    params: list[object] = []
+    if filters.since_us is not None:
+        sql += f" AND {time} >= ?"
+        params.append(filters.since_us)
+    if filters.until_us is not None:
+        sql += f" AND {time} < ?"
+        params.append(filters.until_us)
+    if after is not None:
+        sql += f" AND ({time} > ? OR ({time} = ? AND {ident} > ?))"
+        params.extend((after[0], after[0], after[1]))
+    if filters.lifecycles is not None:
+        lives = sorted(filters.lifecycles)
+        sql += f" AND {lifecycle} IN ({','.join('?' * len(lives))})"
+        params.extend(lives)
+    return sql, params
 
 
 def _filter_sql(filters: Filters) -> tuple[str, list[object]]:
