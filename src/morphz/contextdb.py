@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from morphz import events as ev
 from morphz import observe as appending
+from morphz import owners
 from morphz.checks import check_id, check_window, parse_ref
 from morphz.errors import InputError
 from morphz.ids import make_ref
@@ -37,7 +38,7 @@ from morphz.mind import (
 from morphz.observe import Observation
 from morphz.recall import maintain
 from morphz.results import AuditReport, FrameView, Mind, ObservationView, Receipt, Status
-from morphz.store.base import ActivationRow, SessionRow, WriteTxn
+from morphz.store.base import ActivationRow, ReadTxn, SessionRow, WriteTxn
 from morphz.txlang import print_tx, read_tx
 
 if TYPE_CHECKING:
@@ -372,15 +373,18 @@ class Context:
         return self._runtime_event(ev.SESSION_CREATED, None, {"session": session}, session)
 
     def start_activation(self, session: str, root: str | None = None) -> str:
-        """Mark running work in ``session``. ``root`` (an @e ref) becomes causally protected
-        until :meth:`finish_activation`. Returns the activation id."""
+        """Mark running work in ``session``, owned by this process (see :mod:`morphz.owners`).
+        ``root`` (an @e ref) becomes causally protected until :meth:`finish_activation`.
+        Returns the activation id."""
         root_seq = parse_ref(root) if root is not None else None
         activation_id = f"act-{uuid.uuid4().hex[:12]}"
+        owner = owners.current_owner()
 
         def put(w: WriteTxn, seq: int) -> None:
             if root_seq is not None and w.observation(root_seq) is None:
                 raise InputError(f"root {root} is not an observation of context '{self.id}'")
-            w.put_activation(ActivationRow(activation_id, session, root_seq, "running", seq, None))
+            row = ActivationRow(activation_id, session, root_seq, "running", seq, None, owner)
+            w.put_activation(row)
 
         payload = {"activation": activation_id, "root": root}
         self._runtime_event(ev.ACTIVATION_STARTED, None, payload, session, put)
@@ -389,20 +393,64 @@ class Context:
     def finish_activation(
         self, activation_id: str, state: str = "delivered", reason: str | None = None
     ) -> None:
-        """Mark an activation delivered, failed or interrupted (``reason`` is recorded)."""
+        """Mark an activation delivered, failed or interrupted (``reason`` is recorded).
+        Raises InputError when it is not running; of two concurrent calls, one finishes it."""
         if state not in ("delivered", "failed", "interrupted"):
             raise InputError("an activation finishes as delivered, failed or interrupted")
         with self.db.store.read(self.id) as r:
-            found = [a for a in r.activations() if a.activation_id == activation_id]
-        if not found or found[0].state != "running":
-            raise InputError(f"activation {activation_id} is not running in context '{self.id}'")
-        act = found[0]
+            session = self._running(r, activation_id).session_id
 
         def put(w: WriteTxn, seq: int) -> None:
+            act = self._running(w, activation_id)  # again, under the writer lock
             w.put_activation(replace(act, state=state, finished_seq=seq))
 
         payload = {"activation": activation_id, "state": state, "reason": reason}
-        self._runtime_event(ev.ACTIVATION_FINISHED, None, payload, act.session_id, put)
+        self._runtime_event(ev.ACTIVATION_FINISHED, None, payload, session, put)
+
+    def _running(self, r: ReadTxn, activation_id: str) -> ActivationRow:
+        act = r.activation(activation_id)
+        if act is None or act.state != "running":
+            raise InputError(f"activation {activation_id} is not running in context '{self.id}'")
+        return act
+
+    def interrupt_orphaned(
+        self,
+        reason: str = "its process ended before it finished",
+        *,
+        include_unowned: bool = False,
+    ) -> list[str]:
+        """Mark interrupted every running activation whose owner process provably died (on
+        this host: its pid is gone or belongs to a later process), plus, with
+        ``include_unowned``, those with no recorded owner (started before owners were
+        recorded). Activations of live owners and of other hosts are left alone. Safe to run
+        from several processes at once: each activation is finished once. Returns the ids this
+        call marked."""
+        marked: list[str] = []
+        for act in self.activations(running_only=True):
+            owner = act.owner
+            if owner is None:
+                if not include_unowned:
+                    continue
+                detail = "no owner was recorded"
+            elif owners.owner_alive(owner) is False:
+                detail = f"owner {owner.describe()} is gone"
+            else:
+                continue
+            if self._interrupt(act.activation_id, f"{reason} ({detail})"):
+                marked.append(act.activation_id)
+        return marked
+
+    def _interrupt(self, activation_id: str, reason: str) -> bool:
+        """Finish one activation as interrupted; False when another caller finished it first."""
+        try:
+            self.finish_activation(activation_id, "interrupted", reason)
+        except InputError:
+            with self.db.store.read(self.id) as r:
+                now = r.activation(activation_id)
+            if now is None or now.state == "running":
+                raise
+            return False
+        return True
 
     # ------------------------------------------------------------ transactions
 

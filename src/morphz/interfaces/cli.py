@@ -21,6 +21,8 @@ import morphz
 from morphz import DEFAULT_CONTEXT, DEFAULT_SESSION, DEFAULT_WINDOW, OBSERVATION_KINDS
 from morphz import demo as demo_module
 from morphz.interfaces import render
+from morphz.owners import owner_alive
+from morphz.store.base import ActivationRow
 
 DB_ENV = "MORPHZ_DB"
 DEFAULT_DB = "~/.morphz/morphz.db"
@@ -300,6 +302,57 @@ def events_command(
     with open_context(db_path, context_id) as ctx:
         items = ctx.events(after, limit)
     emit(fmt, [e.to_dict() for e in items], lambda: render.events(items))
+
+
+@context_group.command("recover")
+@context_argument
+@click.option(
+    "--include-unowned",
+    is_flag=True,
+    help="Also interrupt running activations with no recorded owner (started by an older "
+    "Morphz); only when no process can still be running them.",
+)
+@db_option
+@format_option
+def recover_command(*, context_id: str, include_unowned: bool, db_path: str, fmt: str) -> None:
+    """Mark interrupted the running activations of CTX whose process died.
+
+    Only activations whose owner process is on this host and provably gone are marked (each
+    with an activation_finished event); those of live processes and other hosts stay running."""
+    with open_context(db_path, context_id) as ctx:
+        marked = ctx.interrupt_orphaned(include_unowned=include_unowned)
+        running = [_running_entry(a) for a in ctx.activations(running_only=True)]
+    data = {"context": context_id, "interrupted": marked, "running": running}
+    emit(fmt, data, lambda: _recover_text(marked, running))
+
+
+def _running_entry(act: ActivationRow) -> dict[str, Any]:
+    owner = act.owner
+    return {
+        "activation": act.activation_id,
+        "session": act.session_id,
+        "owner": owner.to_dict() if owner else None,
+        "alive": owner_alive(owner) if owner else None,
+    }
+
+
+def _recover_text(marked: list[str], running: list[dict[str, Any]]) -> str:
+    done = f"interrupted {len(marked)} orphaned activation(s)" if marked else "nothing to recover"
+    lines = [done, *(f"  {a}" for a in marked)]
+    if not running:
+        return "\n".join([*lines, "no activations are running"])
+    alive = {True: "yes", False: "no", None: "unknown"}
+    rows = [
+        (
+            r["activation"],
+            r["session"],
+            f"pid {r['owner']['pid']} on {r['owner']['host']}" if r["owner"] else "not recorded",
+            alive[r["alive"]],
+        )
+        for r in running
+    ]
+    table = render.table(["activation", "session", "owner", "alive"], rows)
+    return "\n".join([*lines, "", "still running", table])
 
 
 def _fresh_path(_ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:

@@ -59,6 +59,20 @@ def _engine(
     return Engine(ctx, model, build_tools(settings), config)
 
 
+def _open_context(db: morphz.Database, context_id: str) -> morphz.Context:
+    """CTX (created when missing), after marking interrupted the activations that a process on
+    this host left running when it died (said on stderr, so JSON output stays clean)."""
+    ctx = db.context(context_id, create=True)
+    marked = ctx.interrupt_orphaned()
+    if marked:
+        click.echo(
+            f"morphz: marked {len(marked)} orphaned activation(s) of {context_id} interrupted: "
+            + ", ".join(marked),
+            err=True,
+        )
+    return ctx
+
+
 def _split(context_and_prompt: tuple[str, ...]) -> tuple[str, str]:
     if len(context_and_prompt) == 1:
         return DEFAULT_CONTEXT, context_and_prompt[0]
@@ -108,7 +122,7 @@ def exec_command(
     JSON gives the activation and every event it produced."""
     context_id, prompt = _split(context_and_prompt)
     with morphz.open(db_path) as db:
-        ctx = db.context(context_id, create=True)
+        ctx = _open_context(db, context_id)
         engine = _engine(ctx, db_path, model_spec, workspace, interactive=False)
         result = asyncio.run(engine.run(prompt, session=session))
         events = [ctx.event(ref).to_dict() for ref in result.events]
@@ -134,7 +148,7 @@ def chat_command(
 
     Tool calls, approvals and commits are shown as they happen; "ask" tools ask you."""
     with morphz.open(db_path) as db:
-        ctx = db.context(context_id, create=True)
+        ctx = _open_context(db, context_id)
         engine = _engine(ctx, db_path, model_spec, workspace, interactive=True)
         click.echo(
             f"morphz chat: context {context_id}, session {session}, model "

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from morphz.events import Event
 from morphz.mind.state import Changes, Edge, Frame, MindView, ObsState, SessionState, Snapshot
+from morphz.owners import Owner
 from morphz.store.active_base import ActiveStore
 from morphz.store.recall_base import RecallStore
 
@@ -52,6 +53,7 @@ class ActivationRow:
     state: str
     started_seq: int
     finished_seq: int | None
+    owner: Owner | None = None  # the process running it; None when not recorded
 
 
 class ReadTxn(MindView, Protocol):
@@ -80,6 +82,7 @@ class ReadTxn(MindView, Protocol):
     def frame_counts(self) -> dict[str, int]: ...
     def observation_counts(self) -> dict[str, int]: ...
     def activations(self, running_only: bool = False) -> list[ActivationRow]: ...
+    def activation(self, activation_id: str) -> ActivationRow | None: ...
 
 
 class WriteTxn(ReadTxn, Protocol):

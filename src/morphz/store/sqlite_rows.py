@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from morphz.mind.state import Frame
+from morphz.owners import Owner
+from morphz.store.base import ActivationRow
 
 FRAME_COLS = "frame_id, body, sources, revision, lifecycle, protected, pos, deadline, reason"
 
@@ -21,4 +23,34 @@ def frame_from_row(row: tuple[Any, ...]) -> Frame:
         pos,
         deadline,
         reason,
+    )
+
+
+ACTIVATION_COLS = (
+    "activation_id, session_id, root_seq, state, started_seq, finished_seq, "
+    "owner_host, owner_pid, owner_started"
+)
+
+
+def activation_from_row(row: tuple[Any, ...]) -> ActivationRow:
+    activation_id, session_id, root_seq, state, started_seq, finished_seq, host, pid, started = row
+    owner = Owner(host, pid, started) if host is not None and pid is not None else None
+    return ActivationRow(
+        activation_id, session_id, root_seq, state, started_seq, finished_seq, owner
+    )
+
+
+def activation_params(a: ActivationRow) -> tuple[Any, ...]:
+    """The values of :data:`ACTIVATION_COLS` for ``a``."""
+    owner = a.owner
+    return (
+        a.activation_id,
+        a.session_id,
+        a.root_seq,
+        a.state,
+        a.started_seq,
+        a.finished_seq,
+        owner.host if owner else None,
+        owner.pid if owner else None,
+        owner.started if owner else None,
     )

@@ -13,7 +13,13 @@ from morphz.recall.documents import time_us
 from morphz.store.base import ActivationRow, ContextRow, SessionRow
 from morphz.store.sqlite_active import SqliteActive
 from morphz.store.sqlite_recall import SqliteRecall
-from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
+from morphz.store.sqlite_rows import (
+    ACTIVATION_COLS,
+    FRAME_COLS,
+    activation_from_row,
+    activation_params,
+    frame_from_row,
+)
 
 _EVENT_COLS = (
     "context_id, seq, kind, session_id, time, recorded_at, text, meta, payload, "
@@ -301,11 +307,18 @@ class SqliteRead:
     def activations(self, running_only: bool = False) -> list[ActivationRow]:
         where = " AND state = 'running'" if running_only else ""
         rows = self.conn.execute(
-            "SELECT activation_id, session_id, root_seq, state, started_seq, finished_seq "
-            f"FROM activations WHERE context_id = ?{where} ORDER BY started_seq",
+            f"SELECT {ACTIVATION_COLS} FROM activations WHERE context_id = ?{where} "
+            "ORDER BY started_seq",
             (self.cid,),
         )
-        return [ActivationRow(*r) for r in rows]
+        return [activation_from_row(r) for r in rows]
+
+    def activation(self, activation_id: str) -> ActivationRow | None:
+        row = self.conn.execute(
+            f"SELECT {ACTIVATION_COLS} FROM activations WHERE context_id = ? AND activation_id = ?",
+            (self.cid, activation_id),
+        ).fetchone()
+        return None if row is None else activation_from_row(row)
 
 
 class SqliteWrite(SqliteRead):
@@ -467,14 +480,7 @@ class SqliteWrite(SqliteRead):
 
     def put_activation(self, activation: ActivationRow) -> None:
         self.conn.execute(
-            "INSERT OR REPLACE INTO activations VALUES (?,?,?,?,?,?,?)",
-            (
-                self.cid,
-                activation.activation_id,
-                activation.session_id,
-                activation.root_seq,
-                activation.state,
-                activation.started_seq,
-                activation.finished_seq,
-            ),
+            f"INSERT OR REPLACE INTO activations (context_id, {ACTIVATION_COLS}) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (self.cid, *activation_params(activation)),
         )
