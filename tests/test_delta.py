@@ -3,13 +3,17 @@ when something already sent changed; and the prefix-reuse meter."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import morphz
+from histories import STEP, Clock, History
 from morphz.encoding import DeltaEncoder, EncodeOptions, PrefixMeter, common_prefix
 from morphz.txlang import SList, read, read_one
-from morphz.txlang.sexpr import quote
+from morphz.txlang.sexpr import quote, to_text
 
 OPTS = EncodeOptions(local_time="2026-08-04T10:00:00+00:00")
 
@@ -52,22 +56,24 @@ def test_new_observations_and_frames_are_sent_as_increments(ctx: morphz.Context)
     ctx.observe("tool_result", 'output with "quotes" and \\ and\nnewlines')
     second = encoder.next(ctx.encode(OPTS))
     delta = increment(first, second)
-    assert heads(delta) == ["mind-version", "clock", "arrived", "observation-state", "kernel"]
+    assert heads(delta) == ["arrived", "kernel-update"]  # only what changed
     assert "(arrived (observation @e4 (kind tool_result)" in second[len(first) :]
 
     tx(ctx, "(derive result (from @e4) (ok yes)) (relate result supports plan)")
     third = encoder.next(ctx.encode(OPTS))
     delta = increment(second, third)
     assert "derived" in heads(delta) and "related" in heads(delta)
-    assert "(derived (frame result (revision 1) (lifecycle active) (sources @e4)" in third
+    assert "(derived (frame result (revision 1) (sources @e4)" in third
+    assert "(observation-state-update (@e4 (cited-by 1)))" in third[len(second) :]
     assert "(related (result supports plan))" in third[len(second) :]
 
     tx(ctx, "(protect @e1) (protect notes) (checkpoint later)")  # mutable attributes only
     fourth = encoder.next(ctx.encode(OPTS))
     delta = increment(third, fourth)
     added = fourth[len(third) :]
-    assert "(updated (frame notes (revision 1) (lifecycle active) (protected)" in added
-    assert "(@e1 (protected)" in added
+    assert "(updated (frame notes (revision 1) (protected)" in added
+    assert "(@e1 (protected) (cited-by 1))" in added
+    assert "(checkpointed later)" in added
 
     ctx.observe("recall_result", "nothing ticks")
     ctx.observe("user_message", "and a new question")
@@ -84,12 +90,8 @@ def test_new_observations_and_frames_are_sent_as_increments(ctx: morphz.Context)
 def test_an_unchanged_state_still_gets_a_fresh_kernel(ctx: morphz.Context) -> None:
     encoder, first = seeded(ctx)
     second = encoder.next(ctx.encode(OPTS))
-    assert heads(increment(first, second)) == [
-        "mind-version",
-        "clock",
-        "observation-state",
-        "kernel",
-    ]
+    assert heads(increment(first, second)) == []  # nothing changed: an empty increment
+    assert second[len(first) :] == "\n(context-delta)\n(evaluate)\n"
 
 
 def _rebuilt(encoder: DeltaEncoder, ctx: morphz.Context, previous: str) -> str:
@@ -97,7 +99,7 @@ def _rebuilt(encoder: DeltaEncoder, ctx: morphz.Context, previous: str) -> str:
     request = encoder.next(fresh)
     assert request == fresh.text
     assert not request.startswith(previous)
-    assert "(context-delta" not in request
+    assert "\n(context-delta" not in request
     return request
 
 
@@ -273,3 +275,136 @@ def test_prefix_meter_over_a_delta_run(ctx: morphz.Context) -> None:
     assert meter.rate > plain.rate
     assert len(meter.shares) == 4
     read_one(first)  # the seed is one complete encoding
+
+
+# ------------------------------------------------------------------ increments are complete
+
+
+def _keyed(region: SList) -> dict[str, str]:
+    out = {}
+    for item in region.items[1:]:
+        assert isinstance(item, SList) and item.items
+        key = item.head or to_text(item.items[0])
+        out[key] = to_text(item)
+    return out
+
+
+def reconstruct(request: str) -> dict[str, object]:
+    """The state a model reads from a ContextDelta request: the seed with every increment
+    applied in order, following the protocol's (increments ...) rules."""
+    forms = read(request)
+    seed = forms[0]
+    assert isinstance(seed, SList) and seed.head == "context-encoding"
+    regions = {r.head: r for r in seed.items[1:] if isinstance(r, SList)}
+    inbox = [to_text(o) for o in regions["inbox"].items[1:]]
+    mind = regions["mind"].items[1:]
+    frames = {
+        to_text(f.items[1]): to_text(f) for f in mind if isinstance(f, SList) and f.head == "frame"
+    }
+    relations = {
+        to_text(e)
+        for f in mind
+        if isinstance(f, SList) and f.head == "relations"
+        for e in f.items[1:]
+    }
+    checkpoints = {
+        to_text(c)
+        for f in mind
+        if isinstance(f, SList) and f.head == "checkpoints"
+        for c in f.items[1:]
+    }
+    state = _keyed(regions["observation-state"])
+    kernel = _keyed(regions["kernel"])
+    environment = _keyed(regions["evaluation-environment"])
+    updates = {
+        "observation-state-update": state,
+        "kernel-update": kernel,
+        "environment-update": environment,
+    }
+    for form in forms[1:]:
+        assert isinstance(form, SList) and form.head in ("context-delta", "evaluate")
+        for item in form.items[1:]:
+            assert isinstance(item, SList)
+            if item.head == "arrived":
+                inbox.append(to_text(item.items[1]))
+            elif item.head in ("derived", "updated"):
+                frame = item.items[1]
+                assert isinstance(frame, SList)
+                frames[to_text(frame.items[1])] = to_text(frame)
+            elif item.head == "related":
+                relations |= {to_text(e) for e in item.items[1:]}
+            elif item.head == "checkpointed":
+                checkpoints |= {to_text(c) for c in item.items[1:]}
+            else:
+                assert item.head in updates, item.head
+                target = updates[item.head]
+                for entry in item.items[1:]:
+                    assert isinstance(entry, SList)
+                    key = entry.head or to_text(entry.items[0])
+                    target[key] = to_text(entry)
+    state = {k: v for k, v in state.items() if v != f"({k})"}
+    return {
+        "inbox": inbox, "frames": frames, "relations": relations, "checkpoints": checkpoints,
+        "observation-state": state, "kernel": kernel, "environment": environment,
+    }  # fmt: skip
+
+
+MORE_STEPS = st.lists(
+    st.one_of(
+        STEP,
+        st.tuples(st.just("relate"), st.integers(0, 99), st.integers(0, 99)),
+        st.tuples(st.just("checkpoint"), st.integers(0, 99)),
+        st.tuples(st.just("encode")),
+    ),
+    max_size=25,
+)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(steps=MORE_STEPS, window=st.sampled_from((1, 3, 8)))
+def test_the_seed_with_its_increments_reads_as_the_fresh_encoding(
+    steps: list[tuple[object, ...]], window: int
+) -> None:
+    """Whatever happens between requests, a model applying the increments to the seed reads the
+    same inbox, frames, relations, checkpoints, observation state, kernel and environment as a
+    fresh encoding of the same state shows; and each request extends the previous one unless
+    it is a rebuilt seed."""
+    with tempfile.TemporaryDirectory() as folder:
+        db = morphz.open(Path(folder) / "morphz.db", now=Clock())
+        try:
+            ctx = db.context("context-default", create=True, window=window)
+            history, encoder, previous = History(ctx), DeltaEncoder(), ""
+            for n, step in enumerate([*steps, ("encode",)]):
+                if step[0] != "encode":
+                    play_more(history, step, n)
+                    continue
+                fresh = ctx.encode(EncodeOptions(local_time=f"2026-08-04T10:{n:02d}:00+00:00"))
+                rebuilds = encoder.rebuilds
+                request = encoder.next(fresh)
+                assert request.startswith(previous) or encoder.rebuilds == rebuilds + 1
+                assert reconstruct(request) == reconstruct(fresh.text)
+                previous = request
+        finally:
+            db.close()
+
+
+def play_more(history: History, step: tuple[object, ...], n: int) -> None:
+    ctx = history.ctx
+    if step[0] == "relate" and len(history.frames) >= 2:
+        a, b = step[1], step[2]
+        assert isinstance(a, int) and isinstance(b, int)
+        subject = history.frames[a % len(history.frames)]
+        obj = history.frames[b % len(history.frames)]
+        edges = {(s, r, o) for s, r, o in ctx.mind().relations}
+        if subject != obj and (subject, "supports", obj) not in edges:
+            visible = {f.id for f in ctx.mind().frames if f.lifecycle != "retired"}
+            if subject in visible and obj in visible:
+                tx(ctx, f"(relate {subject} supports {obj})")
+    elif step[0] == "checkpoint":
+        tx(ctx, f"(checkpoint cp/{n})")
+    elif step[0] not in ("relate", "checkpoint"):
+        history.play(step)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import morphz
+from histories import KINDS, SESSIONS, STEPS, TEXTS, TRICKY, Clock, History
 from morphz.capacity import Budget
 from morphz.encoding import Calibration, EncodeOptions, Encoding, estimate_tokens
 from morphz.encoding.compile import PRESSURE_SLACK
@@ -35,26 +36,6 @@ REGIONS = (
 WITH_CAPABILITIES = (*REGIONS[:7], "cognitive-capabilities", *REGIONS[7:])
 LOCAL_TIME = "2026-08-04T10:00:00+00:00"
 OPENING = b"(context-encoding\n"
-TRICKY = (
-    'she said "ship it"',
-    "a back\\slash and a trailing \\",
-    "line one\nline two\n\nline four",
-    "部署在杭州,数据库在上海。",
-    "(not a list; not a comment",
-    '"',
-    "",
-)
-
-
-class Clock:
-    """A deterministic wall clock: one second per call (for stores made inside hypothesis)."""
-
-    def __init__(self) -> None:
-        self.current = datetime(2026, 8, 4, 9, 0, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        self.current += timedelta(seconds=1)
-        return self.current
 
 
 def tx(ctx: morphz.Context, ops: str, reason: str | None = None) -> morphz.Receipt:
@@ -233,76 +214,6 @@ def test_protocol_is_a_complete_contract() -> None:
 
 # ------------------------------------------------------------------ prefix stability
 
-KINDS = st.sampled_from(sorted(morphz.OBSERVATION_KINDS))
-SESSIONS = st.sampled_from(("default", "ops", "research", "s/4"))
-TEXTS = st.one_of(
-    st.text(max_size=40),
-    st.sampled_from(TRICKY),
-    st.builds(lambda piece, n: piece * n, st.text(min_size=1, max_size=8), st.integers(60, 400)),
-    st.builds(lambda piece: piece * (16_001 // len(piece) + 1), st.text(min_size=1, max_size=4)),
-)
-STEPS = st.lists(
-    st.one_of(
-        st.tuples(st.just("observe"), KINDS, SESSIONS, TEXTS),
-        st.tuples(st.just("derive"), st.integers(0, 99), TEXTS),
-        st.tuples(st.just("create"), st.integers(0, 99), TEXTS),
-        st.tuples(st.just("revise"), st.integers(0, 99), TEXTS),
-        st.tuples(st.just("retire-frame"), st.integers(0, 99)),
-        st.tuples(st.just("retire-observation"), st.integers(0, 99)),
-        st.tuples(st.just("protect-observation"), st.integers(0, 99)),
-    ),
-    max_size=20,
-)
-
-
-class History:
-    """Plays random steps through the public API, keeping only valid operations."""
-
-    def __init__(self, ctx: morphz.Context) -> None:
-        self.ctx = ctx
-        self.active: list[str] = []  # refs of active, unprotected observations
-        self.frames: list[str] = []
-        self.retiring: set[str] = set()
-
-    def play(self, step: tuple[object, ...]) -> None:
-        ctx, op = self.ctx, step[0]
-        if op == "observe":
-            _, kind, session, text = step
-            assert isinstance(kind, str) and isinstance(session, str) and isinstance(text, str)
-            self.active.append(ctx.observe(kind, text, session=session).ref)
-        elif op in ("derive", "create"):
-            _, pick, text = step
-            assert isinstance(pick, int) and isinstance(text, str)
-            fid = f"f/{len(self.frames)}"
-            if op == "derive" and self.active:
-                source = self.active[pick % len(self.active)]
-                tx(ctx, f"(derive {fid} (from {source}) (note {quote(text)}))")
-            else:
-                tx(ctx, f"(create {fid} {quote(text)})")
-            self.frames.append(fid)
-        elif op == "revise" and self.frames:
-            _, pick, text = step
-            assert isinstance(pick, int) and isinstance(text, str)
-            fid = self.frames[pick % len(self.frames)]
-            tx(ctx, f"(revise {fid} (note {quote(text)}) (rev {pick}))")
-            self.retiring.discard(fid)
-        elif op == "retire-frame":
-            candidates = [f for f in self.frames if f not in self.retiring]
-            if candidates:
-                pick = step[1]
-                assert isinstance(pick, int)
-                fid = candidates[pick % len(candidates)]
-                tx(ctx, f"(retire {fid})", reason=f"done with {fid}")
-                self.retiring.add(fid)
-        elif op in ("retire-observation", "protect-observation") and self.active:
-            pick = step[1]
-            assert isinstance(pick, int)
-            ref = self.active.pop(pick % len(self.active))
-            if op == "retire-observation":
-                tx(ctx, f"(retire {ref})", reason="processed")
-            else:
-                tx(ctx, f"(protect {ref})")
-
 
 @settings(
     max_examples=60,
@@ -348,24 +259,29 @@ def test_mutable_attributes_change_observation_state_not_the_inbox(ctx: morphz.C
     after = ctx.encode(local_time=LOCAL_TIME)
     assert after.region("inbox").startswith(before.region("inbox")[:-1])
     assert prefix_through_inbox(after).startswith(prefix_through_inbox(before))
-    assert "(@e3 (age " in before.region("observation-state")
-    assert "(@e3 (protected) (age " in after.region("observation-state")
-    age = ctx.status().clock - 3  # @e3 arrived with the third tick
-    assert f"(@e3 (protected) (age {age}) (cited-by 1))" in after.region("observation-state")
+    assert "@e3" not in before.region("observation-state")  # nothing to state yet
+    assert "(@e3 (protected) (cited-by 1))" in after.region("observation-state")
     assert after.region("observation-state") != before.region("observation-state")
-    for word in ("(protected", "(cited-by", "(age"):
+    for word in ("(protected", "(cited-by"):
         assert word not in after.region("inbox")
 
 
-def test_observation_state_tracks_age_on_the_clock(ctx: morphz.Context) -> None:
+def test_inbox_items_carry_their_arrival_tick_and_state_lists_exceptions(
+    ctx: morphz.Context,
+) -> None:
     ctx.observe("user_message", "first")
     ctx.observe("recall_result", "no tick")
     ctx.observe("tool_result", "second")
+    enc = ctx.encode()
+    inbox = enc.region("inbox")
+    assert "(observation @e1 (kind user_message)" in inbox and "(tick 1)" in inbox
+    assert inbox.count("(tick 1)") == 2 and inbox.count("(tick 2)") == 1  # recall: no tick
+    assert "(clock 2)" in enc.region("kernel")  # age = clock - tick
+    assert enc.region("observation-state") == "(observation-state)"
+    tx(ctx, "(protect @e2) (derive d (from @e3) (x 1))")
     state = ctx.encode().region("observation-state")
-    assert "(@e1 (age 1))" in state and "(@e2 (age 1))" in state and "(@e3 (age 0))" in state
-    inbox = ctx.encode().region("inbox")
-    for word in ("(age", "(protected", "(cited-by"):
-        assert word not in inbox
+    assert state == "(observation-state\n (@e2 (protected))\n (@e3 (cited-by 1)))"
+    assert ctx.encode().region("inbox") == inbox  # mutable facts never touch the inbox
 
 
 def test_retired_observations_leave_the_inbox(ctx: morphz.Context) -> None:
@@ -478,9 +394,7 @@ def test_mind_shows_frames_lifecycle_relations_and_checkpoints(ctx: morphz.Conte
     mind = ctx.encode().region("mind")
     lines = mind.splitlines()
     assert lines[0] == "(mind"
-    assert lines[1].startswith(
-        " (frame deployment/current (revision 1) (lifecycle active) (sources @e1 @e4) (body "
-    )
+    assert lines[1].startswith(" (frame deployment/current (revision 1) (sources @e1 @e4) (body ")
     assert lines[2] == (
         ' (frame deployment/old (revision 1) (lifecycle retiring) (remaining-ticks 8) (reason "out'
         'dated region") (body (fact (region cn-shanghai))))'
@@ -503,9 +417,7 @@ def test_mind_shows_frames_lifecycle_relations_and_checkpoints(ctx: morphz.Conte
 
 def test_protected_frames_are_marked(ctx: morphz.Context) -> None:
     tx(ctx, "(create keep (x 1)) (protect keep)")
-    assert "(frame keep (revision 1) (lifecycle active) (protected) (body (x 1)))" in (
-        ctx.encode().region("mind")
-    )
+    assert "(frame keep (revision 1) (protected) (body (x 1)))" in (ctx.encode().region("mind"))
 
 
 # ------------------------------------------------------------------ session directory

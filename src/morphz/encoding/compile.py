@@ -15,7 +15,7 @@ from typing import Any
 from morphz.capacity import Budget, Pressure, pressure
 from morphz.encoding import render
 from morphz.encoding.protocol import PROTOCOL
-from morphz.encoding.sessions import SessionPlan, plan_sessions
+from morphz.encoding.sessions import SessionPlan, horizon, plan_sessions
 from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens
 from morphz.mind.state import Edge, Frame
 from morphz.store.active_base import ActiveObservation
@@ -185,9 +185,10 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     budget = opts.budget or stored_budget(r)
     cited = r.active.cited_by([f"@e{o.seq}" for o in state.observations])
     running = r.activations(running_only=True)
-    sessions = plan_sessions(
-        r.session_rows(), state.observations, running, opts, now=opts.now or opts.local_time
+    window = r.active.session_window(
+        opts.session, horizon(opts, opts.now or opts.local_time), opts.session_count
     )
+    sessions = plan_sessions(window, state.observations, running, opts)
     parts: list[tuple[str, str]] = [
         ("protocol", PROTOCOL),
         (
@@ -207,8 +208,9 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
             render.region(
                 "observation-state",
                 [
-                    render.observation_state(o, state.clock, cited.get(f"@e{o.seq}", 0))
+                    line
                     for o in state.observations
+                    if (line := render.observation_state(o, cited.get(f"@e{o.seq}", 0)))
                 ],
             ),
         ),

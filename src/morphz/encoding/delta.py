@@ -2,10 +2,13 @@
 previous request unchanged plus a structured increment of what arrived since, so a provider's
 prefix cache keeps hitting even when it only reuses whole earlier messages.
 
-The first request is a full encoding (the seed). An increment holds new observations, new frames,
-the observation states and relations as they now are, and a fresh kernel, then ``(evaluate)``.
-When something already sent changes (an observation retired, a frame revised, retired, restored
-or moved, a relation removed, a rollback), increments would contradict it: the seed is rebuilt.
+The first request is a full encoding (the seed). An increment states only what changed since
+the last request: new observations, new frames and frames whose rendering changed (protection,
+or the remaining ticks of a retiring frame), new
+relations, the observation-state entries that changed, and the kernel and
+evaluation-environment lines that changed, then ``(evaluate)``. When something already sent
+changes (an observation retired, a frame revised, retired, restored or moved, a relation
+removed, a checkpoint dropped), increments would contradict it: the seed is rebuilt.
 """
 
 from __future__ import annotations
@@ -14,22 +17,48 @@ from dataclasses import dataclass
 
 from morphz.encoding import render
 from morphz.encoding.compile import ActiveState, Encoding
+from morphz.txlang.sexpr import SList, read_one, to_text
+
+# regions whose items an increment restates when they change, and the increment's name for them
+_TRACKED = {
+    "observation-state": "observation-state-update",
+    "kernel": "kernel-update",
+    "evaluation-environment": "environment-update",
+}
 
 
 @dataclass(slots=True)
 class DeltaState:
     observations: dict[int, bool]  # seq -> protected, as sent
-    frames: dict[str, tuple[int, str, bool, float]]  # id -> (revision, lifecycle, protected, pos)
+    frames: dict[str, tuple[int, str, float]]  # id -> (revision, lifecycle, pos), as sent
+    frame_texts: dict[str, str]  # id -> the rendered frame, as sent
     relations: set[tuple[str, str, str]]
     checkpoints: tuple[str, ...]
+    items: dict[str, dict[str, str]]  # tracked region -> item key -> canonical item text
 
 
-def _snapshot(state: ActiveState) -> DeltaState:
+def _items(encoding: Encoding, region: str) -> dict[str, str]:
+    """The items of ``region`` keyed by their head (a ref or a kernel field name)."""
+    form = read_one(encoding.region(region))
+    assert isinstance(form, SList)
+    out: dict[str, str] = {}
+    for item in form.items[1:]:
+        if isinstance(item, SList):
+            first = item.items[0] if item.items else None
+            key = item.head or (to_text(first) if first is not None else "")
+            out[key] = to_text(item)
+    return out
+
+
+def _snapshot(encoding: Encoding) -> DeltaState:
+    state = encoding.state
     return DeltaState(
         {o.seq: o.protected for o in state.observations},
-        {f.id: (f.revision, f.lifecycle, f.protected, f.pos) for f in state.frames},
+        {f.id: (f.revision, f.lifecycle, f.pos) for f in state.frames},
+        {f.id: render.frame(f, state.clock) for f in state.frames},
         set(state.relations),
         state.checkpoints,
+        {name: _items(encoding, name) for name in _TRACKED},
     )
 
 
@@ -42,16 +71,20 @@ class DeltaEncoder:
         self.rebuilds = 0
         self.increments = 0
 
+    def reset(self) -> None:
+        """Forget what was sent: the next request is a new seed."""
+        self.text, self.sent = None, None
+
     def next(self, encoding: Encoding) -> str:
         """The request for ``encoding`` (a fresh compile of the current state)."""
-        state = encoding.state
-        if self.text is None or self.sent is None or self._contradicts(state):
+        if self.text is None or self.sent is None or self._contradicts(encoding.state):
             self.text = encoding.text
-            self.sent = _snapshot(state)
+            self.sent = _snapshot(encoding)
             self.rebuilds += 1
             return self.text
-        self.text += self._increment(encoding, self.sent)
-        self.sent = _snapshot(state)
+        now = _snapshot(encoding)
+        self.text += self._increment(encoding, self.sent, now)
+        self.sent = now
         self.increments += 1
         return self.text
 
@@ -61,32 +94,43 @@ class DeltaEncoder:
         active = {o.seq for o in state.observations}
         if any(seq not in active for seq in sent.observations):
             return True
-        frames = {f.id: (f.revision, f.lifecycle, f.protected, f.pos) for f in state.frames}
-        for fid, was in sent.frames.items():
-            now = frames.get(fid)
-            if now is None or now[0] != was[0] or now[1] != was[1] or now[3] != was[3]:
-                return True
+        frames = {f.id: (f.revision, f.lifecycle, f.pos) for f in state.frames}
+        if any(frames.get(fid) != was for fid, was in sent.frames.items()):
+            return True
         if not sent.relations <= set(state.relations):
             return True
-        return state.checkpoints != sent.checkpoints and not set(sent.checkpoints) <= set(
-            state.checkpoints
-        )
+        return not set(sent.checkpoints) <= set(state.checkpoints)
 
-    def _increment(self, encoding: Encoding, sent: DeltaState) -> str:
+    def _increment(self, encoding: Encoding, sent: DeltaState, now: DeltaState) -> str:
         state = encoding.state
-        lines = [f"(mind-version {state.version}) (clock {state.clock})"]
-        new_obs = [o for o in state.observations if o.seq not in sent.observations]
         threshold = encoding.options.preview_threshold
-        lines.extend(f"(arrived {render.observation(o, threshold)})" for o in new_obs)
-        new_frames = [f for f in state.frames if f.id not in sent.frames]
-        lines.extend(f"(derived {render.frame(f, state.clock)})" for f in new_frames)
-        changed = [
-            f for f in state.frames if f.id in sent.frames and sent.frames[f.id][2] != f.protected
+        lines = [
+            f"(arrived {render.observation(o, threshold)})"
+            for o in state.observations
+            if o.seq not in sent.observations
         ]
-        lines.extend(f"(updated {render.frame(f, state.clock)})" for f in changed)
-        lines.append(encoding.region("observation-state"))
+        for fid, text in now.frame_texts.items():
+            if fid not in sent.frames:
+                lines.append(f"(derived {text})")
+            elif sent.frame_texts[fid] != text:  # protection, or a retiring frame's ticks
+                lines.append(f"(updated {text})")
         added = sorted(set(state.relations) - sent.relations)
         if added:
             lines.append("(related" + "".join(f" ({s} {r} {o})" for s, r, o in added) + ")")
-        lines.append(encoding.region("kernel"))
+        new_checkpoints = [c for c in state.checkpoints if c not in sent.checkpoints]
+        if new_checkpoints:
+            lines.append(render.names("checkpointed", new_checkpoints))
+        for region, name in _TRACKED.items():
+            update = _changed(sent.items[region], now.items[region], region)
+            if update:
+                lines.append(f"({name} {' '.join(update)})")
         return "\n" + render.region("context-delta", lines) + "\n(evaluate)\n"
+
+
+def _changed(before: dict[str, str], after: dict[str, str], region: str) -> list[str]:
+    """The items of ``after`` that differ from ``before``; an observation-state entry that
+    disappeared (no longer protected nor cited) is restated bare, as ``(@e12)``."""
+    out = [text for key, text in after.items() if before.get(key) != text]
+    if region == "observation-state":
+        out.extend(f"({key})" for key in before if key not in after)
+    return out

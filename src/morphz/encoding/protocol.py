@@ -14,10 +14,12 @@ keep it useful. Nothing is summarised behind your back: what you retire stays in
 be recalled.")
  (regions "protocol: this contract. evaluation-profile: the harness bound to you, or none.
 inbox: observations that arrived (user messages, tool results, external events, recall results,
-approvals) in arrival order, immutable, each with a ref like @e42; a long one shows its head and
-tail with a marker naming its ref and size: read the rest with recall. observation-state: mutable
-facts about inbox items (protected, retiring, age in clock ticks, how many frames cite them).
-mind: your cognitive frames in the order you placed them, their relations and checkpoints.
+approvals) in arrival order, immutable, each with a ref like @e42 and the clock tick it arrived
+at (its age is the kernel's clock minus that tick); a long one shows its head and tail with a
+marker naming its ref and size: read the rest with recall. observation-state: the inbox items
+that are protected or cited by frames (how many); an item not listed is neither. mind: your
+cognitive frames in the order you placed them (a frame is active unless it shows a lifecycle),
+their relations and checkpoints.
 session-directory: the sessions sharing this context and how much of each is shown. kernel:
 runtime facts: context, session, activation, mind version, cognitive clock, objectives,
 scheduling, authority, context pressure. evaluation-environment: model, local time, bindings.
@@ -83,4 +85,10 @@ derive from them.")
 estimated tokens of this request and the budget. Keep room: derive conclusions from processed
 observations and retire them; revise frames instead of adding near-copies; retire frames you no
 longer need in view. At critical pressure you are in maintenance: only context_tx and recall are
-offered until a commit brings pressure down."))"""
+offered until a commit brings pressure down.")
+ (increments "A request may continue with (context-delta ...) forms after the encoding, each
+followed by (evaluate): they state what changed since the form before, and the latest state is
+the encoding with every increment applied in order. arrived: a new inbox observation. derived: a
+new frame. updated: a frame whose protection or remaining ticks changed. related: new edges. checkpointed: new
+checkpoints. observation-state-update, kernel-update, environment-update: entries that replace
+the entry with the same head (an observation-state entry with only a ref lists nothing)."))"""

@@ -16,10 +16,11 @@ TAIL_CHARS = 1_000
 
 
 def observation(obs: ActiveObservation, threshold: int = DEFAULT_PREVIEW_THRESHOLD) -> str:
-    """One inbox entry: immutable content only (so the inbox prefix never changes)."""
+    """One inbox entry: immutable content only (so the inbox prefix never changes), including
+    the tick of the cognitive clock it arrived at (its age is the kernel's clock minus that)."""
     head = (
         f"(observation {make_ref(obs.seq)} (kind {obs.kind}) (session {obs.session_id}) "
-        f"(time {quote(obs.time)})"
+        f"(time {quote(obs.time)}) (tick {obs.arrival_clock})"
     )
     if len(obs.text) <= threshold:
         return f"{head} (text {quote(obs.text)}))"
@@ -36,18 +37,24 @@ def observation(obs: ActiveObservation, threshold: int = DEFAULT_PREVIEW_THRESHO
     )
 
 
-def observation_state(obs: ActiveObservation, clock: int, cited: int) -> str:
+def observation_state(obs: ActiveObservation, cited: int) -> str | None:
+    """The mutable facts of one inbox item, or None when it has none to state (unprotected and
+    cited by no frame): listing only exceptions keeps the region small and stable."""
+    if not obs.protected and not cited:
+        return None
     parts = [make_ref(obs.seq)]
     if obs.protected:
         parts.append("(protected)")
-    parts.append(f"(age {max(0, clock - obs.arrival_clock)})")
     if cited:
         parts.append(f"(cited-by {cited})")
     return "(" + " ".join(parts) + ")"
 
 
 def frame(f: Frame, clock: int) -> str:
-    parts = [f"(frame {f.id} (revision {f.revision}) (lifecycle {f.lifecycle})"]
+    """A frame in the mind region; ``(lifecycle ...)`` is stated only when it is not active."""
+    parts = [f"(frame {f.id} (revision {f.revision})"]
+    if f.lifecycle != "active":
+        parts.append(f"(lifecycle {f.lifecycle})")
     left = remaining_ticks(f, clock)
     if left is not None:
         parts.append(f"(remaining-ticks {left})")

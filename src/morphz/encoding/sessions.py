@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from morphz.encoding import render
 from morphz.encoding.tokens import estimate_tokens
-from morphz.store.active_base import ActiveObservation
+from morphz.store.active_base import ActiveObservation, SessionWindow
 from morphz.store.base import ActivationRow, SessionRow
 from morphz.txlang.sexpr import quote
 
@@ -76,40 +76,34 @@ def _metadata(row: SessionRow) -> str:
 
 
 def plan_sessions(
-    rows: Sequence[SessionRow],
+    window: SessionWindow,
     observations: Sequence[ActiveObservation],
     running: Sequence[ActivationRow],
     opts: EncodeOptions,
-    now: str,
 ) -> SessionPlan:
+    """The directory for the sessions the store selected (:meth:`ActiveStore.session_window`:
+    the current one, then the most recent inside the time window, up to the count), shown in
+    full, then as metadata, within the directory's token budget."""
     refs: dict[str, list[str]] = {}
     for obs in observations:
         refs.setdefault(obs.session_id, []).append(f"@e{obs.seq}")
     busy: dict[str, int] = {}
     for act in running:
         busy[act.session_id] = busy.get(act.session_id, 0) + 1
-    moment = _parse(now)
-    horizon = moment - timedelta(hours=opts.session_hours) if moment else None
-    ordered = sorted(rows, key=lambda s: (s.session_id != opts.session, -s.last_seq, s.session_id))
     plan = SessionPlan()
+    others = sum(1 for row in window.rows if row.session_id != opts.session)
+    for reason, n in (
+        ("retired", window.retired),
+        ("inactive-beyond-window", window.inactive),
+        ("beyond-count", window.in_window - others),
+    ):
+        if n > 0:
+            plan.excluded[reason] = n
     spent = 0
-    for row in ordered:
-        current = row.session_id == opts.session
-        reason = None
-        if not current:
-            last = _parse(row.last_time)
-            if row.attention == "retired":
-                reason = "retired"
-            elif horizon is not None and last is not None and last < horizon:
-                reason = "inactive-beyond-window"
-            elif len(plan.entries) >= opts.session_count:
-                reason = "beyond-count"
-        if reason is not None:
-            plan.excluded[reason] = plan.excluded.get(reason, 0) + 1
-            continue
+    for row in window.rows:
         text = _full(row, refs.get(row.session_id, []), busy.get(row.session_id, 0))
         level = "full"
-        if not current and spent + estimate_tokens(text) > opts.session_tokens:
+        if row.session_id != opts.session and spent + estimate_tokens(text) > opts.session_tokens:
             text, level = _metadata(row), "metadata"
             if spent + estimate_tokens(text) > opts.session_tokens:
                 plan.excluded["over-token-budget"] = plan.excluded.get("over-token-budget", 0) + 1
@@ -117,3 +111,9 @@ def plan_sessions(
         spent += estimate_tokens(text)
         plan.entries.append((row.session_id, level, text))
     return plan
+
+
+def horizon(opts: EncodeOptions, now: str | None) -> str | None:
+    """The start of the session time window (ISO, with offset), or None without a clock."""
+    moment = _parse(now)
+    return None if moment is None else (moment - timedelta(hours=opts.session_hours)).isoformat()

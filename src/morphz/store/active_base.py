@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from morphz.mind.state import Edge, Frame
+
+if TYPE_CHECKING:
+    from morphz.store.base import SessionRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,8 +22,20 @@ class ActiveObservation:
     arrival_clock: int  # the cognitive clock right after it arrived
 
 
+@dataclass(frozen=True, slots=True)
+class SessionWindow:
+    """The sessions the session directory may show, most recent first (the current one
+    first of all), and the counts of the others, made in SQL without building their rows."""
+
+    rows: list[SessionRow]
+    retired: int  # other sessions whose attention is retired
+    inactive: int  # other active sessions last active before the time window
+    in_window: int  # other active sessions inside the window, shown or not
+
+
 class ActiveStore(Protocol):
     def observations(self) -> list[ActiveObservation]: ...
+    def session_window(self, current: str, horizon: str | None, count: int) -> SessionWindow: ...
     def frames(self) -> list[Frame]: ...
     def relations(self) -> list[Edge]: ...
     def checkpoint_names(self) -> list[str]: ...

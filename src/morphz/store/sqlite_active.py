@@ -8,7 +8,8 @@ import sqlite3
 from typing import Any
 
 from morphz.mind.state import Edge, Frame
-from morphz.store.active_base import ActiveObservation
+from morphz.store.active_base import ActiveObservation, SessionWindow
+from morphz.store.base import SessionRow
 from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
 
 
@@ -30,6 +31,29 @@ class SqliteActive:
             ActiveObservation(seq, kind, session, time, text or "", bool(protected), clock)
             for seq, kind, session, time, text, protected, clock in rows
         ]
+
+    def session_window(self, current: str, horizon: str | None, count: int) -> SessionWindow:
+        """At most ``count`` sessions: the current one, then others whose attention is active
+        and that were last active at or after ``horizon`` (ISO with offset; None: no window),
+        most recent first; and the counts of the rest. Counting in SQL keeps a context with
+        many sessions cheap (no row object per session, no correlated subquery). A time SQLite
+        cannot read counts as inside the window."""
+        inside = "coalesce(julianday(last_time) >= julianday(?2), 1)" if horizon else "1"
+        rows = self.conn.execute(
+            "SELECT session_id, attention, created_seq, last_seq, last_time FROM sessions "
+            "WHERE context_id = ?1 AND (session_id = ?3 OR (attention = 'active' AND "
+            f"{inside})) ORDER BY session_id <> ?3, last_seq DESC, session_id LIMIT ?4",
+            (self.cid, horizon, current, count),
+        )
+        found = [SessionRow(sid, att, first, last, time, 0) for sid, att, first, last, time in rows]
+        retired, active, inside_count = self.conn.execute(
+            "SELECT count(CASE WHEN attention = 'retired' THEN 1 END), "
+            "count(CASE WHEN attention = 'active' THEN 1 END), "
+            f"count(CASE WHEN attention = 'active' AND {inside} THEN 1 END) "
+            "FROM sessions WHERE context_id = ?1 AND session_id <> ?3",
+            (self.cid, horizon, current),
+        ).fetchone()
+        return SessionWindow(found, retired, active - inside_count, inside_count)
 
     def frames(self) -> list[Frame]:
         """Active and retiring frames in projection order."""

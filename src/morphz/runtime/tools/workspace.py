@@ -1,12 +1,9 @@
 """File tools for work in a workspace folder: list_files, search_files, read_file, write_file,
 edit_file.
 
-Every path argument is relative to the workspace (an absolute path is accepted only when it lies
-inside it). Paths are resolved through symlinks; anything that lands outside the workspace is
-refused, and so are writes to a protected path (``ToolContext.protected_paths``, relative ones
-taken from the workspace: the store's files and the configuration). A protected directory
-protects everything in it; a protected file also protects its ``-wal``, ``-shm`` and ``-journal``
-companions.
+Paths are resolved and guarded by :mod:`.paths`: every path argument is relative to the
+workspace, anything that lands outside it (symlinks followed) is refused, and so are writes to a
+protected path (the store's files and the configuration).
 
 Content hashes are the SHA-256 of the file's bytes. ``read_file`` pages by lines and reports the
 hash of the whole file on every page; ``write_file`` overwrites and ``edit_file`` edits only when
@@ -17,25 +14,32 @@ not seen. Arguments are checked against each tool's JSON Schema before it runs.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
-import os
 import re
-import shutil
-import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from morphz.runtime.models.base import ToolSchema
 from morphz.runtime.tools.base import Policy, Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.paths import (
+    READ_MAX_CHARS,
+    SEARCH_MAX_FILE_BYTES,
+    SEARCH_SKIPPED_DIRS,
+    check_hash,
+    check_writable,
+    existing,
+    glob_regex,
+    is_binary,
+    read_page,
+    relative,
+    replace_atomic,
+    resolve_path,
+    select,
+    sha256_hex,
+)
 
-SEARCH_MAX_FILE_BYTES = 2 * 1024 * 1024
-SEARCH_SKIPPED_DIRS = frozenset({".git", ".hg", ".svn"})
-READ_MAX_CHARS = 20_000  # one read_file page at most
-_BINARY_PROBE = 8192  # a NUL byte in the first 8 KiB marks a binary file
 _MATCH_LINE_CHARS = 300
 _WRITE_LOCK = threading.Lock()  # hash check and write are one step within this process
 _SHA = {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}
@@ -49,7 +53,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 SyncFn = Callable[[dict[str, Any], ToolContext], ToolOutcome]
 
 
-# --- schemas, arguments and paths (shared with the shell tool) ----------------------------
+# --- schemas and arguments (shared with the shell tool) -----------------------------------
 
 
 def prop(kind: str, description: str, **extra: Any) -> dict[str, Any]:
@@ -102,37 +106,6 @@ def parse_args(tool: str, args: dict[str, Any], schema: dict[str, Any]) -> dict[
     return out
 
 
-def resolve_path(tc: ToolContext, path: str) -> Path:
-    """The real path of ``path`` (relative to the workspace); refused unless it is inside."""
-    root = tc.workspace.resolve()
-    try:
-        resolved = (root / path).resolve()
-    except (OSError, RuntimeError, ValueError) as exc:
-        raise ToolError(f"cannot resolve path {path!r}: {exc}") from None
-    if not resolved.is_relative_to(root):
-        raise ToolError(
-            f"path {path!r} is outside the workspace (symlinks are followed); "
-            "use a path relative to the workspace root, e.g. 'src/app.py'"
-        )
-    return resolved
-
-
-def relative(tc: ToolContext, resolved: Path) -> str:
-    return resolved.relative_to(tc.workspace.resolve()).as_posix()
-
-
-def check_writable(tc: ToolContext, resolved: Path, path: str) -> None:
-    root = tc.workspace.resolve()
-    for p in tc.protected_paths:
-        guarded = (root / p).resolve()
-        companions = [Path(f"{guarded}{suffix}") for suffix in ("-wal", "-shm", "-journal")]
-        if resolved.is_relative_to(guarded) or resolved in companions:
-            raise ToolError(
-                f"path {path!r} is protected (the store's files and the configuration are not "
-                "writable by tools); write somewhere else in the workspace"
-            )
-
-
 def _tool(name: str, description: str, schema: dict[str, Any], policy: Policy, fn: SyncFn) -> Tool:
     """A tool whose (blocking) work runs in a thread, so the event loop stays free."""
 
@@ -144,81 +117,6 @@ def _tool(name: str, description: str, schema: dict[str, Any], policy: Policy, f
             raise ToolError(f"{name} {args.get('path', '.')!r}: {exc.strerror or exc}") from None
 
     return Tool(ToolSchema(name, description, schema), run, policy)
-
-
-# --- walking ------------------------------------------------------------------------------
-
-
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A glob as a regex: ``*``, ``?`` and ``[...]`` stay within a path segment, ``**`` spans."""
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        c, end = pattern[i], pattern.find("]", i + 2)
-        if pattern.startswith("**", i):
-            slash = pattern.startswith("**/", i)
-            out.append("(?:.*/)?" if slash else ".*")
-            i += 3 if slash else 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and end != -1:
-            body = pattern[i + 1 : end].replace("\\", "\\\\")
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-            i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out))
-
-
-def _matcher(pattern: str | None) -> Callable[[str], bool]:
-    """Without '/' a glob matches the name at any depth; with '/' the whole relative path."""
-    if pattern is None:
-        return lambda rel: True
-    rx = glob_regex(pattern)
-    if "/" in pattern:
-        return lambda rel: rx.fullmatch(rel) is not None
-    return lambda rel: rx.fullmatch(rel.rsplit("/", 1)[-1]) is not None
-
-
-def _scan(directory: str) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(directory) as it:
-            return sorted(it, key=lambda e: e.name)
-    except OSError:
-        return []
-
-
-def _walk(top: Path, recursive: bool, skip: frozenset[str] = frozenset()) -> Iterator[Path]:
-    """Paths under ``top`` in sorted pre-order; symlinked directories are not entered."""
-    stack = [iter(_scan(str(top)))]
-    while stack:
-        entry = next(stack[-1], None)
-        if entry is None:
-            stack.pop()
-        elif not (entry.name in skip and entry.is_dir(follow_symlinks=False)):
-            yield Path(entry.path)
-            if recursive and entry.is_dir(follow_symlinks=False):
-                stack.append(iter(_scan(entry.path)))
-
-
-def _existing(tc: ToolContext, path: str) -> Path:
-    real = resolve_path(tc, path)
-    if not real.exists():
-        raise ToolError(f"nothing at {path!r}; use list_files to see what exists")
-    return real
-
-
-def _select(
-    top: Path, pattern: str | None, recursive: bool, skip: frozenset[str]
-) -> Iterator[Path]:
-    if not top.is_dir():
-        return iter([top])
-    matches = _matcher(pattern)
-    return (p for p in _walk(top, recursive, skip) if matches(p.relative_to(top).as_posix()))
 
 
 # --- list_files ---------------------------------------------------------------------------
@@ -244,8 +142,8 @@ def _describe(p: Path, root: Path) -> dict[str, Any]:
 
 
 def _list(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
-    top, limit, pattern = _existing(tc, a["path"]), a["max_entries"], a["pattern"]
-    picked = list(islice(_select(top, pattern, pattern is not None, frozenset()), limit + 1))
+    top, limit, pattern = existing(tc, a["path"]), a["max_entries"], a["pattern"]
+    picked = list(islice(select(top, pattern, pattern is not None, frozenset()), limit + 1))
     root = tc.workspace.resolve()
     entries = [_describe(p, root) for p in picked[:limit]]
     truncated = len(picked) > limit
@@ -292,11 +190,11 @@ def _search(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     except re.error as exc:
         msg = f"bad regex {query!r}: {exc}; fix it, or pass regex=false for the literal text"
         raise ToolError(msg) from None
-    top, root = _existing(tc, a["path"]), tc.workspace.resolve()
+    top, root = existing(tc, a["path"]), tc.workspace.resolve()
     found: list[dict[str, Any]] = []
     skipped = {"binary": 0, "large": 0, "outside": 0}
     truncated = False
-    for f in _select(top, a["glob"], True, SEARCH_SKIPPED_DIRS):
+    for f in select(top, a["glob"], True, SEARCH_SKIPPED_DIRS):
         real = f.resolve()
         if not real.is_file():
             continue
@@ -305,7 +203,7 @@ def _search(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
             reason = "outside"
         elif real.stat().st_size > SEARCH_MAX_FILE_BYTES:
             reason = "large"
-        elif b"\0" in (content := real.read_bytes())[:_BINARY_PROBE]:
+        elif is_binary(content := real.read_bytes()):
             reason = "binary"
         if reason:
             skipped[reason] += 1
@@ -348,42 +246,13 @@ _READ = params(
 )
 
 
-def _read_page(
-    real: Path, offset: int, limit: int, max_chars: int
-) -> tuple[str, int, int, list[str], int | None, bool, bool]:
-    """One pass: hash, size and line count of the whole file, the page, the next offset, whether
-    a line longer than a page was cut, and whether the file is binary (no page then)."""
-    h, size, total, chars = hashlib.sha256(), 0, 0, 0
-    page: list[str] = []
-    next_offset: int | None = None
-    cut = False
-    with real.open("rb") as f:
-        binary = b"\0" in f.read(_BINARY_PROBE)
-        f.seek(0)
-        for raw in f:
-            h.update(raw)
-            size += len(raw)
-            if not binary and total >= offset and next_offset is None:
-                line = raw.decode("utf-8", "replace")
-                if len(page) == limit or (page and chars + len(line) > max_chars):
-                    next_offset = total
-                elif len(line) > max_chars:
-                    page, cut, next_offset = [line[:max_chars] + "\n"], True, total + 1
-                else:
-                    page.append(line)
-                    chars += len(line)
-            total += 1
-    next_offset = next_offset if next_offset is not None and next_offset < total else None
-    return h.hexdigest(), size, total, page, next_offset, cut, binary
-
-
 def _reader(max_chars: int) -> SyncFn:
     def read(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
         path, offset = a["path"], a["offset"]
-        real = _existing(tc, path)
+        real = existing(tc, path)
         if not real.is_file():
             raise ToolError(f"{path!r} is not a file; use list_files to see what is in it")
-        page_info = _read_page(real, offset, a["limit"], max_chars)
+        page_info = read_page(real, offset, a["limit"], max_chars)
         digest, size, total, page, next_offset, cut, binary = page_info
         rel = relative(tc, real)
         data: dict[str, Any] = {"path": rel, "sha256": digest, "size": size, "offset": offset}
@@ -447,32 +316,8 @@ def _target(a: dict[str, Any], tc: ToolContext) -> Path:
     return real
 
 
-def _current(real: Path, expected: str) -> bytes:
-    current = real.read_bytes()
-    if hashlib.sha256(current).hexdigest() != expected.lower():
-        raise ToolError(
-            "the file changed since you read it: read it again with read_file and use the "
-            "sha256 it reports"
-        )
-    return current
-
-
-def _replace(real: Path, data: bytes) -> None:
-    """Atomic overwrite that keeps the file's mode."""
-    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        shutil.copymode(real, tmp)
-        os.replace(tmp, real)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _written(tc: ToolContext, real: Path, data: bytes, action: str) -> ToolOutcome:
-    digest, rel = hashlib.sha256(data).hexdigest(), relative(tc, real)
+    digest, rel = sha256_hex(data), relative(tc, real)
     return ToolOutcome(
         f"{action} {rel} ({len(data)} bytes) · sha256: {digest}",
         data={"path": rel, "sha256": digest, "size": len(data), "action": action},
@@ -486,8 +331,8 @@ def _write(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
             if expected is None:
                 msg = "read it and pass its sha256 as expected_sha256 to overwrite it"
                 raise ToolError(f"{a['path']!r} already exists; {msg}")
-            _current(real, expected)
-            _replace(real, data)
+            check_hash(real, expected)
+            replace_atomic(real, data)
             return _written(tc, real, data, "overwrote")
         if expected is not None:
             msg = "omit expected_sha256 to create it, or check the path with list_files"
@@ -506,14 +351,14 @@ def _edit(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
         if not real.is_file():
             raise ToolError(f"no file at {a['path']!r}; create it with write_file")
         try:
-            text = _current(real, a["expected_sha256"]).decode("utf-8")
+            text = check_hash(real, a["expected_sha256"]).decode("utf-8")
         except UnicodeDecodeError:
             raise ToolError(f"{a['path']!r} is not UTF-8 text; change it with exec") from None
         if (count := text.count(old)) != 1:
             hint = "copy it exactly from read_file" if count == 0 else "add surrounding text"
             raise ToolError(f"old text occurs {count} times, not exactly once; {hint}")
         data = text.replace(old, new, 1).encode("utf-8")
-        _replace(real, data)
+        replace_atomic(real, data)
         return _written(tc, real, data, "edited")
 
 
@@ -534,3 +379,23 @@ def workspace_tools() -> list[Tool]:
         write_file_tool(),
         edit_file_tool(),
     ]
+
+
+__all__ = [  # with the path helpers that lived here before paths.py (imported from here)
+    "READ_MAX_CHARS",
+    "SEARCH_MAX_FILE_BYTES",
+    "SEARCH_SKIPPED_DIRS",
+    "check_writable",
+    "edit_file_tool",
+    "glob_regex",
+    "list_files_tool",
+    "params",
+    "parse_args",
+    "prop",
+    "read_file_tool",
+    "relative",
+    "resolve_path",
+    "search_files_tool",
+    "workspace_tools",
+    "write_file_tool",
+]
