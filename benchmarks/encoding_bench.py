@@ -296,7 +296,7 @@ def agent_turn(ctx: morphz.Context, rng: random.Random, step: int, s: dict[str, 
         steps = '(steps "reproduce" "find the cause" "fix")'
         ops.append(f"(revise task/plan (from {s['root']}) {steps} (progress {progress}))")
         s["plan_at"], kind = step + rng.randint(20, 30), "revise"
-    if step == s["retire_at"]:
+    if s["maintain"](step, s):
         done = [ref for ref, at in arrived.items() if at <= step - 4]
         ops += [f"(retire {' '.join(done)})"] if done else []
         reason = "processed: what matters is in the findings"
@@ -308,7 +308,7 @@ def agent_turn(ctx: morphz.Context, rng: random.Random, step: int, s: dict[str, 
             ops.append(f'(derive {new} (from {" ".join(old)}) (fact "{sentence(rng, 20, 50)}"))')
             ops += [f"(relate {new} supersedes {o})" for o in old] + [f"(retire {' '.join(old)})"]
             findings.append(new)
-        s["retire_at"], kind = step + rng.randint(18, 22), "retire"
+        s["retire_at"], kind = step + rng.randint(18, 22), "retire"  # the eager policy's next
     if ops:
         commit(ctx, ops, reason, session=SESSION)
     return kind
@@ -326,65 +326,97 @@ def arrivals(rng: random.Random) -> list[morphz.Observation]:
     return batch
 
 
-def bench_prefix(tmp: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    log(f"(b) prefix reuse over a {STEPS}-step trajectory")
+# When the agent retires the observations it has processed (in batches, with a consolidation of
+# its oldest findings): "pressure" follows the protocol's capacity advice and maintains once the
+# kernel shows notice pressure or more; "eager" maintains every 18-22 steps whatever the pressure.
+POLICIES: dict[str, Callable[[int, dict[str, Any]], bool]] = {
+    "pressure": lambda step, s: s["level"] != "normal",
+    "eager": lambda step, s: step == s["retire_at"],
+}
+
+
+def tool_schemas() -> str:
+    """The tool schemas ``morphz exec`` sends ahead of the encoding (they are part of every
+    request a provider caches: tools, then the system text)."""
+    from morphz.runtime.agent_tools import agent_tools
+    from morphz.runtime.tools.shell import shell_tools
+    from morphz.runtime.tools.workspace import workspace_tools
+
+    tools = [*agent_tools(), *workspace_tools(), *shell_tools()]
+    return json.dumps([t.schema.to_dict() for t in tools], sort_keys=True)
+
+
+def bench_prefix(tmp: Path, policy: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    log(f"(b) prefix reuse over a {STEPS}-step trajectory, {policy} maintenance")
     rng, clock = random.Random(STEPS), Clock(T0)
-    db = morphz.open(tmp / "trajectory.db", now=clock)
+    db = morphz.open(tmp / f"trajectory-{policy}.db", now=clock)
     ctx = db.context(CONTEXT, create=True)
     root, activation = setup_trajectory(ctx, clock)
     state = {"root": root, "arrived": {}, "findings": [], "derive_at": rng.randint(3, 5)}
     state |= {"plan_at": rng.randint(20, 30), "retire_at": rng.randint(18, 22)}
+    state |= {"maintain": POLICIES[policy], "level": "normal"}
     authority = {"context_tx": "allow", "recall": "allow", "run_tests": "allow", "deploy": "ask"}
+    schemas = tool_schemas()
     plain, with_delta, delta = PrefixMeter(), PrefixMeter(), DeltaEncoder()
     compile_ns, static, fresh, seen, kind = [], 0, 0, set(), "first"
     lost: Counter[str] = Counter()  # bytes not reused, by where and after which agent turn
+    peak, retirements = 0, 0
     for step in range(STEPS):
         options = EncodeOptions(
             session=SESSION, activation=activation, model="bench-model",
             objectives=("find the cause of the 502s and prepare a fix",), authority=authority,
             local_time=clock.now.isoformat(), scheduling={"step-limit": 400, "steps-used": step},
+            extra_parts=(schemas,),
         )  # fmt: skip
         start = time.perf_counter_ns()
         encoding = ctx.encode(options)
         compile_ns.append(time.perf_counter_ns() - start)
+        state["level"], peak = encoding.pressure.level, max(peak, encoding.tokens)
         before, rebuilds, delta_before = plain.reused, delta.rebuilds, with_delta.reused
-        plain.add(encoding.text)
-        request = delta.next(encoding)
+        plain.add(f"{schemas}\n{encoding.text}")
+        request = f"{schemas}\n{delta.next(encoding)}"
         with_delta.add(request)
         if step:
             new = [o for o in encoding.state.observations if o.seq not in seen]
             fresh += sum(len(render.observation(o).encode()) + 2 for o in new)  # never reusable
-            ends = {r.name: r.end for r in encoding.regions}
+            ends = {r.name: r.end + len(schemas) + 1 for r in encoding.regions}
             static += ends["evaluation-profile"]
-            size = len(encoding.text.encode())
+            size = len(schemas) + 1 + len(encoding.text.encode())
             after = size - ends["inbox"]  # observation-state .. evaluate: re-sent every time
             lost["after-inbox"] += after
             lost[f"inbox, after {kind}"] += size - (plain.reused - before) - after
             key = "delta rebuild" if delta.rebuilds > rebuilds else "delta increment"
             lost[key] += len(request.encode()) - (with_delta.reused - delta_before)
         seen, kind = {o.seq for o in encoding.state.observations}, agent_turn(ctx, rng, step, state)
+        retirements += kind == "retire"
         clock.now += timedelta(seconds=rng.randint(5, 60))
         events = ctx.observe_batch(arrivals(rng), session=SESSION)
         state["arrived"].update((e.ref, step) for e in events)
     db.close()
     plain_lost = {k: round(v / plain.total, 4) for k, v in lost.items() if "delta" not in k}
     delta_lost = {k: round(v / with_delta.total, 4) for k, v in lost.items() if "delta" in k}
+    suffix = "" if policy == "pressure" else f"_{policy}_maintenance"
     results = [
-        entry("prefix_reuse_without_delta", plain.rate, "share", static / plain.total,
+        entry(f"prefix_reuse_without_delta{suffix}", plain.rate, "share", static / plain.total,
               target=">= 0.90", met=plain.rate >= 0.90, requests=plain.requests),
-        entry("prefix_reuse_with_delta", with_delta.rate, "share", plain.rate, target=">= 0.97",
-              met=with_delta.rate >= 0.97, requests=with_delta.requests, rebuilds=delta.rebuilds,
-              increments=delta.increments),
+        entry(f"prefix_reuse_with_delta{suffix}", with_delta.rate, "share", plain.rate,
+              target=">= 0.97", met=with_delta.rate >= 0.97, requests=with_delta.requests,
+              rebuilds=delta.rebuilds, increments=delta.increments),
     ]  # fmt: skip
     details = {
-        "baselines": "without delta: protocol + evaluation-profile bytes only; with: without delta",
+        "policy": policy,
+        "baselines": "without delta: tool schemas + protocol + evaluation-profile bytes only; "
+        "with: without delta",
         "lost_share_without_delta": plain_lost,
         "lost_share_with_delta": delta_lost,
         "new_content_share": [round(fresh / m.total, 4) for m in (plain, with_delta)],
         "min_share_without_delta": round(min(plain.shares), 4),
         "mean_request_bytes": [round(m.total / (m.requests - 1)) for m in (plain, with_delta)],
         "last_request_bytes": [len(text.encode()) for text in (encoding.text, delta.text or "")],
+        "tool_schema_bytes": len(schemas.encode()),
         "compile_ms_p50_p95": [pct(compile_ns, 0.5), pct(compile_ns, 0.95)],
+        "retirement_batches": retirements,
+        "peak_tokens": peak,
         "last_tokens_and_pressure": [encoding.tokens, encoding.pressure.level],
         "active_at_end": {"frames": len(encoding.state.frames)}
         | {"observations": len(encoding.state.observations)},
@@ -431,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="100,000 events, fewer samples")
     parser.add_argument("--out", type=Path, help="also write the JSON document to this file")
     parser.add_argument("--example", type=Path, help="only write the demo encoding to this file")
+    parser.add_argument("--prefix-only", action="store_true", help="only the prefix trajectories")
     args = parser.parse_args(argv)
     if args.example:
         write_example(args.example)
@@ -441,8 +474,13 @@ def main(argv: list[str] | None = None) -> int:
     doc: dict[str, Any] = {"benchmark": "morphz-encoding", "mode": mode}
     doc |= {"machine": machine(), "config": cfg | {"retire_batch": RETIRE_BATCH, "steps": STEPS}}
     with tempfile.TemporaryDirectory(prefix="morphz-encoding-bench-") as folder:
-        compiled, compile_details = bench_compile(Path(folder), cfg)
-        prefix, prefix_details = bench_prefix(Path(folder))
+        compiled, compile_details = (
+            ([], {}) if args.prefix_only else bench_compile(Path(folder), cfg)
+        )
+        prefix, prefix_details = [], {}
+        for policy in POLICIES:
+            results, prefix_details[policy] = bench_prefix(Path(folder), policy)
+            prefix += results
     doc |= {"results": compiled + prefix, "details": {"compile": compile_details}}
     doc["details"]["prefix"] = prefix_details
     doc["seconds"] = round(time.perf_counter() - started, 1)

@@ -56,7 +56,7 @@ def test_new_observations_and_frames_are_sent_as_increments(ctx: morphz.Context)
     ctx.observe("tool_result", 'output with "quotes" and \\ and\nnewlines')
     second = encoder.next(ctx.encode(OPTS))
     delta = increment(first, second)
-    assert heads(delta) == ["arrived", "kernel-update"]  # only what changed
+    assert heads(delta) == ["arrived", "session-directory-update", "kernel-update"]
     assert "(arrived (observation @e4 (kind tool_result)" in second[len(first) :]
 
     tx(ctx, "(derive result (from @e4) (ok yes)) (relate result supports plan)")
@@ -280,12 +280,16 @@ def test_prefix_meter_over_a_delta_run(ctx: morphz.Context) -> None:
 # ------------------------------------------------------------------ increments are complete
 
 
+def _key(item: SList) -> str:
+    take = 2 if item.head == "session" else 1
+    return " ".join(to_text(x) for x in item.items[:take])
+
+
 def _keyed(region: SList) -> dict[str, str]:
     out = {}
     for item in region.items[1:]:
         assert isinstance(item, SList) and item.items
-        key = item.head or to_text(item.items[0])
-        out[key] = to_text(item)
+        out[_key(item)] = to_text(item)
     return out
 
 
@@ -314,10 +318,12 @@ def reconstruct(request: str) -> dict[str, object]:
         for c in f.items[1:]
     }
     state = _keyed(regions["observation-state"])
+    sessions = _keyed(regions["session-directory"])
     kernel = _keyed(regions["kernel"])
     environment = _keyed(regions["evaluation-environment"])
     updates = {
         "observation-state-update": state,
+        "session-directory-update": sessions,
         "kernel-update": kernel,
         "environment-update": environment,
     }
@@ -340,12 +346,15 @@ def reconstruct(request: str) -> dict[str, object]:
                 target = updates[item.head]
                 for entry in item.items[1:]:
                     assert isinstance(entry, SList)
-                    key = entry.head or to_text(entry.items[0])
-                    target[key] = to_text(entry)
-    state = {k: v for k, v in state.items() if v != f"({k})"}
+                    target[_key(entry)] = to_text(entry)
+    withdrawn = [state, sessions, kernel, environment]
+    state, sessions, kernel, environment = [
+        {k: v for k, v in entries.items() if v != f"({k})"} for entries in withdrawn
+    ]
     return {
         "inbox": inbox, "frames": frames, "relations": relations, "checkpoints": checkpoints,
-        "observation-state": state, "kernel": kernel, "environment": environment,
+        "observation-state": state, "sessions": sessions, "kernel": kernel,
+        "environment": environment,
     }  # fmt: skip
 
 

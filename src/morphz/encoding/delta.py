@@ -5,8 +5,8 @@ prefix cache keeps hitting even when it only reuses whole earlier messages.
 The first request is a full encoding (the seed). An increment states only what changed since
 the last request: new observations, new frames and frames whose rendering changed (protection,
 or the remaining ticks of a retiring frame), new
-relations, the observation-state entries that changed, and the kernel and
-evaluation-environment lines that changed, then ``(evaluate)``. When something already sent
+relations and checkpoints, and the entries of observation-state, session-directory, kernel and
+evaluation-environment that changed, then ``(evaluate)``. When something already sent
 changes (an observation retired, a frame revised, retired, restored or moved, a relation
 removed, a checkpoint dropped), increments would contradict it: the seed is rebuilt.
 """
@@ -22,6 +22,7 @@ from morphz.txlang.sexpr import SList, read_one, to_text
 # regions whose items an increment restates when they change, and the increment's name for them
 _TRACKED = {
     "observation-state": "observation-state-update",
+    "session-directory": "session-directory-update",
     "kernel": "kernel-update",
     "evaluation-environment": "environment-update",
 }
@@ -38,15 +39,15 @@ class DeltaState:
 
 
 def _items(encoding: Encoding, region: str) -> dict[str, str]:
-    """The items of ``region`` keyed by their head (a ref or a kernel field name)."""
+    """The items of ``region`` keyed by their head (a ref, a kernel field), or for a session
+    entry by its first two items (``session ops``)."""
     form = read_one(encoding.region(region))
     assert isinstance(form, SList)
     out: dict[str, str] = {}
     for item in form.items[1:]:
-        if isinstance(item, SList):
-            first = item.items[0] if item.items else None
-            key = item.head or (to_text(first) if first is not None else "")
-            out[key] = to_text(item)
+        if isinstance(item, SList) and item.items:
+            take = 2 if item.head == "session" else 1
+            out[" ".join(to_text(x) for x in item.items[:take])] = to_text(item)
     return out
 
 
@@ -121,16 +122,16 @@ class DeltaEncoder:
         if new_checkpoints:
             lines.append(render.names("checkpointed", new_checkpoints))
         for region, name in _TRACKED.items():
-            update = _changed(sent.items[region], now.items[region], region)
+            update = _changed(sent.items[region], now.items[region])
             if update:
                 lines.append(f"({name} {' '.join(update)})")
         return "\n" + render.region("context-delta", lines) + "\n(evaluate)\n"
 
 
-def _changed(before: dict[str, str], after: dict[str, str], region: str) -> list[str]:
-    """The items of ``after`` that differ from ``before``; an observation-state entry that
-    disappeared (no longer protected nor cited) is restated bare, as ``(@e12)``."""
+def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """The items of ``after`` that differ from ``before``; an entry that disappeared (an
+    observation no longer protected nor cited, a session no longer shown, the exclusion note)
+    is restated as its key alone: ``(@e12)``, ``(session ops)``, ``(excluded)``."""
     out = [text for key, text in after.items() if before.get(key) != text]
-    if region == "observation-state":
-        out.extend(f"({key})" for key in before if key not in after)
+    out.extend(f"({key})" for key in before if key not in after)
     return out

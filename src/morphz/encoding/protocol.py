@@ -90,6 +90,6 @@ offered until a commit brings pressure down.")
 followed by (evaluate): they state what changed since the form before, and the latest state is
 the encoding with every increment applied in order. arrived: a new inbox observation. derived: a
 new frame. updated: a frame whose protection or remaining ticks changed. related: new edges.
-checkpointed: new checkpoints. observation-state-update, kernel-update, environment-update:
-entries that replace the entry with the same head (an observation-state entry with only a ref
-lists nothing)."))"""
+checkpointed: new checkpoints. observation-state-update, session-directory-update, kernel-update,
+environment-update: entries that replace the entry with the same head (for sessions, the same
+session); an entry with nothing after its head, like (@e12) or (session ops), is withdrawn."))"""
