@@ -532,11 +532,35 @@ def test_running_work_shows_in_the_directory_and_kernel(ctx: morphz.Context) -> 
     ctx.observe("user_message", "do it", session="worker")
     act = ctx.start_activation("worker", root="@e1")
     enc = ctx.encode(activation=act)
-    assert f"(running-activations ({act} (session worker)))" in enc.region("kernel")
+    assert f"(running-activations ({act} (session worker) (root @e1)))" in enc.region("kernel")
     assert "(session worker (level full) (attention active)" in enc.region("session-directory")
     assert "(running 1)" in enc.region("session-directory")
     ctx.finish_activation(act)
     assert "(running-activations)" in ctx.encode().region("kernel")
+
+
+def test_the_kernel_shows_every_running_activation_with_its_objective(
+    ctx: morphz.Context,
+) -> None:
+    ctx.observe("user_message", "fix the build", session="a")
+    ctx.observe("user_message", "write the notes", session="b")
+    first = ctx.start_activation("a", root="@e1", objective='fix the "build"')
+    second = ctx.start_activation("b", root="@e2", objective="write the release notes")
+    third = ctx.start_activation("c")
+    kernel = ctx.encode(session="a", activation=first).region("kernel")
+    line = next(x for x in kernel.splitlines() if x.startswith(" (running-activations"))
+    assert line == (
+        f' (running-activations ({first} (session a) (root @e1) (objective "fix the \\"build\\""))'
+        f' ({second} (session b) (root @e2) (objective "write the release notes"))'
+        f" ({third} (session c)))"
+    )
+    started = [e for e in ctx.events() if e.kind == "activation_started"]
+    assert started[0].payload is not None
+    assert started[0].payload["objective"] == 'fix the "build"'
+    with pytest.raises(morphz.InputError, match="objective"):
+        ctx.start_activation("a", objective="  ")
+    ctx.finish_activation(second)
+    assert "write the release notes" not in ctx.encode(session="a").region("kernel")
 
 
 # ------------------------------------------------------------------ kernel
@@ -566,7 +590,7 @@ def test_kernel_shows_runtime_facts_and_pressure(ctx: morphz.Context) -> None:
         f" (clock {status.clock})",
         " (organizing-window 8)",
         ' (objectives "ship the release" "keep 中文 docs")',
-        f" (running-activations ({act} (session default)))",
+        f" (running-activations ({act} (session default) (root @e2)))",
         ' (scheduling (queued "3"))',
         " (authority (files allow) (shell ask))",
         f" (pressure (level normal) (tokens {enc.tokens}) (figure estimated) (notice "

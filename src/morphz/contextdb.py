@@ -372,21 +372,28 @@ class Context:
                 raise InputError(f"session '{session}' already exists in context '{self.id}'")
         return self._runtime_event(ev.SESSION_CREATED, None, {"session": session}, session)
 
-    def start_activation(self, session: str, root: str | None = None) -> str:
+    def start_activation(
+        self, session: str, root: str | None = None, objective: str | None = None
+    ) -> str:
         """Mark running work in ``session``, owned by this process (see :mod:`morphz.owners`).
-        ``root`` (an @e ref) becomes causally protected until :meth:`finish_activation`.
+        ``root`` (an @e ref) becomes causally protected until :meth:`finish_activation`;
+        ``objective`` is shown with the activation in every kernel while it runs.
         Returns the activation id."""
         root_seq = parse_ref(root) if root is not None else None
+        if objective is not None and not objective.strip():
+            raise InputError("an objective must say something: pass None to leave it out")
         activation_id = f"act-{uuid.uuid4().hex[:12]}"
         owner = owners.current_owner()
 
         def put(w: WriteTxn, seq: int) -> None:
             if root_seq is not None and w.observation(root_seq) is None:
                 raise InputError(f"root {root} is not an observation of context '{self.id}'")
-            row = ActivationRow(activation_id, session, root_seq, "running", seq, None, owner)
+            row = ActivationRow(
+                activation_id, session, root_seq, "running", seq, None, owner, objective
+            )
             w.put_activation(row)
 
-        payload = {"activation": activation_id, "root": root}
+        payload = {"activation": activation_id, "root": root, "objective": objective}
         self._runtime_event(ev.ACTIVATION_STARTED, None, payload, session, put)
         return activation_id
 

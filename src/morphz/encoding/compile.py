@@ -17,6 +17,7 @@ from morphz.encoding import render
 from morphz.encoding.protocol import PROTOCOL
 from morphz.encoding.sessions import SessionPlan, horizon, plan_sessions
 from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens
+from morphz.ids import make_ref
 from morphz.mind.state import Edge, Frame
 from morphz.store.active_base import ActiveObservation
 from morphz.store.base import ActivationRow, ReadTxn
@@ -145,9 +146,7 @@ def _kernel(r: ReadTxn, opts: EncodeOptions, running: list[ActivationRow], figur
         f"(clock {row.clock})",
         f"(organizing-window {row.window})",
         "(objectives" + "".join(f" {quote(o)}" for o in opts.objectives) + ")",
-        "(running-activations"
-        + "".join(f" ({a.activation_id} (session {a.session_id}))" for a in running)
-        + ")",
+        "(running-activations" + "".join(f" {_running(a)}" for a in running) + ")",
         "(scheduling"
         + "".join(f" ({k} {quote(str(v))})" for k, v in sorted(opts.scheduling.items()))
         + ")",
@@ -155,6 +154,13 @@ def _kernel(r: ReadTxn, opts: EncodeOptions, running: list[ActivationRow], figur
         f"(pressure {figures})",
     ]
     return render.region("kernel", lines)
+
+
+def _running(a: ActivationRow) -> str:
+    """A running activation: its session, its root request and its objective when known."""
+    root = f" (root {make_ref(a.root_seq)})" if a.root_seq is not None else ""
+    goal = f" (objective {quote(a.objective)})" if a.objective is not None else ""
+    return f"({a.activation_id} (session {a.session_id}){root}{goal})"
 
 
 def _pressure_figures(p: Pressure) -> str:

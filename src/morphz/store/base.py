@@ -54,6 +54,7 @@ class ActivationRow:
     started_seq: int
     finished_seq: int | None
     owner: Owner | None = None  # the process running it; None when not recorded
+    objective: str | None = None  # what it works on (shown in the kernel); None: not given
 
 
 class ReadTxn(MindView, Protocol):

@@ -28,15 +28,16 @@ def frame_from_row(row: tuple[Any, ...]) -> Frame:
 
 ACTIVATION_COLS = (
     "activation_id, session_id, root_seq, state, started_seq, finished_seq, "
-    "owner_host, owner_pid, owner_started"
+    "owner_host, owner_pid, owner_started, objective"
 )
 
 
 def activation_from_row(row: tuple[Any, ...]) -> ActivationRow:
-    activation_id, session_id, root_seq, state, started_seq, finished_seq, host, pid, started = row
+    activation_id, session_id, root_seq, state, started_seq, finished_seq = row[:6]
+    host, pid, started, objective = row[6:]
     owner = Owner(host, pid, started) if host is not None and pid is not None else None
     return ActivationRow(
-        activation_id, session_id, root_seq, state, started_seq, finished_seq, owner
+        activation_id, session_id, root_seq, state, started_seq, finished_seq, owner, objective
     )
 
 
@@ -53,4 +54,5 @@ def activation_params(a: ActivationRow) -> tuple[Any, ...]:
         owner.host if owner else None,
         owner.pid if owner else None,
         owner.started if owner else None,
+        a.objective,
     )

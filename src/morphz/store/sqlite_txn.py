@@ -481,6 +481,6 @@ class SqliteWrite(SqliteRead):
     def put_activation(self, activation: ActivationRow) -> None:
         self.conn.execute(
             f"INSERT OR REPLACE INTO activations (context_id, {ACTIVATION_COLS}) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?)",
+            f"VALUES (?, {', '.join('?' * ACTIVATION_COLS.count(','))}, ?)",
             (self.cid, *activation_params(activation)),
         )
