@@ -279,3 +279,18 @@ def test_batch_selection_is_deterministic_and_order_independent(
                 assert batch.tokens + item.tokens > limit
     else:
         assert set(batch.seqs) == must
+
+
+def test_a_context_keeps_its_calibration_per_model(ctx: morphz.Context) -> None:
+    from morphz.encoding.tokens import Calibration
+
+    assert ctx.calibration("openai:m").kind == "estimated"
+    learned = Calibration()
+    learned.update(1_000, 1_300)
+    ctx.save_calibration("openai:m", learned)
+    again = ctx.calibration("openai:m")
+    assert (again.factor, again.samples, again.kind) == (1.3, 1, "calibrated")
+    assert again.apply(1_000) == 1_300
+    assert ctx.calibration("anthropic:other").samples == 0  # per model
+    assert ctx.status().version == 0  # a runtime setting: no mind change, no event
+    assert [e.kind for e in ctx.events()] == []

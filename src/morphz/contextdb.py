@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from morphz.capacity import Budget
     from morphz.database import Database
     from morphz.encoding.compile import EncodeOptions, Encoding
+    from morphz.encoding.tokens import Calibration
     from morphz.recall.api import Recall, RecallIndex
 
 DEFAULT_SESSION = "default"
@@ -178,6 +179,20 @@ class Context:
         """Store this context's token budget (a runtime setting, not mind state)."""
         with self.db.store.write(self.id) as w:
             w.active.put_setting("budget", budget.to_dict())
+
+    def calibration(self, model: str) -> Calibration:
+        """What this context has learned about ``model``'s token counts (provider-reported input
+        tokens against estimates), so a new engine or process starts calibrated."""
+        from morphz.encoding.tokens import Calibration
+
+        with self.db.store.read(self.id) as r:
+            data = r.active.settings().get(f"calibration:{model}")
+        return Calibration.from_dict(data) if data else Calibration()
+
+    def save_calibration(self, model: str, calibration: Calibration) -> None:
+        """Store ``calibration`` for ``model`` (a runtime setting, not mind state)."""
+        with self.db.store.write(self.id) as w:
+            w.active.put_setting(f"calibration:{model}", calibration.to_dict())
 
     @property
     def recall(self) -> Recall:
