@@ -27,7 +27,9 @@ import pytest
 import morphz
 from morphz import events as ev
 from morphz.capacity import Budget
+from morphz.encoding.tokens import estimate_tokens
 from morphz.interfaces.cli_agent import build_tools
+from morphz.runtime import engine as engine_module
 from morphz.runtime.config import Settings
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
 from morphz.runtime.models.base import (
@@ -432,14 +434,11 @@ def test_maintenance_under_pressure(ctx: morphz.Context, workspace: Path) -> Non
     assert ctx.audit().ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open engine bug B (issue 5): the encoding is compiled before the mode flips",
-)
 def test_maintenance_encoding_matches_the_request(ctx: morphz.Context, workspace: Path) -> None:
     """The kernel the model reads must describe the request it is in: the mode is maintenance
-    exactly when only context_tx and recall are offered, and the pressure figure counts the tool
-    schemas actually sent (DESIGN §10: pressure is estimated on the complete request)."""
+    exactly when only context_tx and recall are offered, and the pressure figure covers the
+    tool schemas actually sent (DESIGN §10: pressure is estimated on the complete request; in
+    maintenance it counts the work tool set, the request that resuming work would send)."""
     import_history(ctx)
     ctx.set_budget(PRESSURE_BUDGET)
     agent = MaintainingAgent()
@@ -456,8 +455,6 @@ def test_maintenance_encoding_matches_the_request(ctx: morphz.Context, workspace
 
 def _request_tokens(request: ModelRequest) -> int:
     """The estimate of the complete request: encoding text plus the tool schemas sent."""
-    from morphz.encoding.tokens import estimate_tokens
-
     return estimate_tokens(request.encoding) + sum(
         estimate_tokens(json.dumps(t.to_dict())) for t in request.tools
     )
@@ -499,10 +496,6 @@ def test_a_batch_is_served_when_the_request_cannot_fit(
     assert ctx.audit().ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open engine bug D (issue 5): a batch omits the previous step's results",
-)
 def test_a_batch_shows_the_results_of_the_previous_step(
     ctx: morphz.Context, workspace: Path
 ) -> None:
@@ -526,10 +519,6 @@ def test_a_batch_shows_the_results_of_the_previous_step(
         assert not missing, f"request {number} does not show {missing}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open engine bug C (issue 5): batch accounting refuses a batch that fits",
-)
 def test_a_batch_is_served_whenever_the_minimum_request_fits(
     ctx: morphz.Context, workspace: Path
 ) -> None:
@@ -553,6 +542,78 @@ def test_a_batch_is_served_whenever_the_minimum_request_fits(
     assert {t.name for t in requests[0].tools} == AGENT_TOOLS
     assert _request_tokens(requests[0]) <= budget.hard
     assert ctx.event(result.events[0]).ref in {s.ref for s in inbox_of(requests[0].encoding)}
+
+
+def test_a_batch_is_checked_against_the_hard_limit(
+    ctx: morphz.Context, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-observation estimates only choose a batch: the batch is compiled and, when it is
+    over the hard limit, the newest of its optional observations are left out until it fits.
+    Here every estimate is half of what showing the observation really costs."""
+    import_history(ctx)
+    budget = Budget(window=32_000, output_reserve=2_000, configured=8_000, reserve=1_000)
+    ctx.set_budget(budget)
+    real = engine_module._observation_costs
+
+    def halved(encoding: Any, factor: float) -> dict[int, int]:
+        return {seq: cost // 2 for seq, cost in real(encoding, factor).items()}
+
+    monkeypatch.setattr(engine_module, "_observation_costs", halved)
+    requests: list[ModelRequest] = []
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        requests.append(request)
+        return reply("seen")
+
+    result = run(engine(ctx, FunctionModel(answer), workspace).run("Tidy up.", session="ops"))
+    assert result.state == "delivered", result.reason
+    (request,) = requests
+    assert _request_tokens(request) <= budget.hard
+    shown = [s.ref for s in inbox_of(request.encoding) if s.kind == "external_event"]
+    assert len(shown) > HISTORY_SIZE // 10  # still a useful batch: the oldest that fit
+    assert shown == [f"@e{i}" for i in range(1, len(shown) + 1)]
+
+
+@pytest.mark.parametrize(("hard", "feeds"), [(6_000, 1), (16_000, 1), (16_000, 12)])
+def test_a_batch_uses_the_room_it_has(
+    ctx: morphz.Context, workspace: Path, monkeypatch: pytest.MonkeyPatch, hard: int, feeds: int
+) -> None:
+    """The accounting is close: the batch fits at its first compile (after the one of the
+    minimum request), and leaves unused less than two history lines' worth of the hard limit
+    (and the rounding of each observation's estimate). With the history spread over sessions
+    that the session directory lists, the refs it lists grow with the batch too."""
+    for feed in range(feeds):
+        import_history(ctx, HISTORY_SIZE // feeds, session=f"feed-{feed}")
+    budget = Budget(window=32_000, output_reserve=2_000, configured=hard, reserve=1_000)
+    ctx.set_budget(budget)
+    batches: list[int] = []
+    compile_encoding = ctx.encode
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        encoding = compile_encoding(*args, **kwargs)
+        if encoding.options.only_observations is not None:
+            batches.append(encoding.tokens)
+        return encoding
+
+    monkeypatch.setattr(ctx, "encode", counting)
+    requests: list[ModelRequest] = []
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        requests.append(request)
+        return reply("seen")
+
+    eng = engine(ctx, FunctionModel(answer), workspace)
+    eng.clock = lambda: ctx.events()[-1].time  # the feeds are recent: the directory lists them
+    result = run(eng.run("Tidy up.", session="ops"))
+    assert result.state == "delivered", result.reason
+    assert len(batches) == 2  # the minimum, then the batch
+    listed = re.findall(r"\(session feed-\d+ \(level full\)", requests[0].encoding)
+    assert len(listed) == feeds
+    (request,) = requests
+    assert _request_tokens(request) <= batches[-1] <= hard
+    shown = inbox_of(request.encoding)
+    line = max(estimate_tokens(s.line) for s in shown)
+    assert hard - batches[-1] < 2 * line + len(shown)  # estimates round up by under a token
 
 
 def test_failure_when_even_the_minimum_request_cannot_fit(
@@ -992,10 +1053,10 @@ def test_the_root_request_is_protected_until_delivered(
     first = requests[0].encoding
     assert f"(activation {result.activation})" in first
     assert '(objectives "keep me")' in first
-    assert f"(running-activations ({result.activation} (session s1)))" in first
+    root = result.events[0]
+    assert f"(running-activations ({result.activation} (session s1) (root {root})" in first
     refused = receipt(events_of(ctx, result)[2])
     assert refused["ok"] is False and refused["error"]["code"] == "protected"
-    root = result.events[0]
     state = ctx.mind().observation(root)
     assert state is not None and state.lifecycle == "active"
     # delivered: the root is no longer held

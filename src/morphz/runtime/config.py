@@ -19,6 +19,8 @@ points the OpenAI-compatible adapter at vLLM, Ollama, llama.cpp server or a host
     exec = "ask"
     [openai]
     base_url = "http://localhost:11434/v1"
+    [models."openai:gpt-4o-mini"]     # per model spec
+    delta = true                      # ContextDelta: requests extend the previous one
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ class Settings:
     openai_base_url: str | None = None
     anthropic_base_url: str | None = None
     files: tuple[Path, ...] = ()  # the configuration files that were read (protected paths)
+    delta_models: frozenset[str] = frozenset()  # model specs with ContextDelta turned on
+
+    def delta_for(self, spec: str) -> bool:
+        """Whether requests to the model ``spec`` (e.g. ``openai:NAME``) use ContextDelta."""
+        return spec in self.delta_models
 
 
 def config_files(home: Path, project: Path) -> list[Path]:
@@ -90,6 +97,7 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         "policies",
         "openai",
         "anthropic",
+        "models",
     }
     if unknown:
         raise InputError(f"unknown configuration keys {sorted(unknown)}")
@@ -116,7 +124,27 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         openai_base_url=dict(data.get("openai", {})).get("base_url") or env.get("OPENAI_BASE_URL"),
         anthropic_base_url=dict(data.get("anthropic", {})).get("base_url"),
         files=files,
+        delta_models=_delta_models(data.get("models", {})),
     )
+
+
+def _delta_models(models: Any) -> frozenset[str]:
+    """The model specs whose ``[models."SPEC"]`` section says ``delta = true``."""
+    if not isinstance(models, dict):
+        raise InputError('models must be a table of model sections: [models."openai:NAME"]')
+    on: set[str] = set()
+    for spec, section in models.items():
+        if not isinstance(section, dict):
+            raise InputError(f'[models."{spec}"] must be a table, e.g. delta = true')
+        unknown = set(section) - {"delta"}
+        if unknown:
+            raise InputError(f'unknown keys {sorted(unknown)} in [models."{spec}"]: use delta')
+        delta = section.get("delta", False)
+        if not isinstance(delta, bool):
+            raise InputError(f'[models."{spec}"] delta must be true or false')
+        if delta:
+            on.add(str(spec))
+    return frozenset(on)
 
 
 def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:

@@ -8,16 +8,26 @@ observation), until a reply is delivered or the step limit is reached.
 
 At critical pressure, or after the provider refuses an input as too long, the activation is in
 maintenance: only ``context_tx`` and ``recall`` are offered, and pressure is measured again after
-each step. When the whole request exceeds the hard limit, the model is shown a batch of the inbox
-(the root request, protected observations, then the oldest that fit). When even that cannot fit,
-the activation fails with a recorded reason. Several activations may run at once (asyncio); the
-database work runs in threads and every commit meets the rebase rules.
+each step; work resumes when the request with the external tools would be at normal pressure.
+The mode is decided before the encoding a request carries is final, so its kernel states the
+mode of the request, and its pressure figure counts the work tool set (in maintenance: the
+pressure that resuming work would meet). When the whole request exceeds the hard limit, the model
+is shown a batch of the inbox, measured on exactly what it sends: the root request, what the
+previous step produced, protected observations, then the oldest that fit. When even that cannot
+fit, the activation fails with a recorded reason.
+
+With ``RuntimeConfig.delta`` (ContextDelta) each request of an activation is the previous one plus
+an increment; a new tool set, a batch, or an increment that would reach critical pressure starts a
+new seed. Several activations may run at once (asyncio); the database work runs in threads and
+every commit meets the rebase rules.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,9 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 from morphz import events as ev
 from morphz.capacity import Budget, Item, select_batch
-from morphz.encoding.compile import EncodeOptions, Encoding
-from morphz.encoding.tokens import Calibration, estimate_tokens
+from morphz.encoding import render
+from morphz.encoding.compile import PRESSURE_SLACK, EncodeOptions, Encoding
+from morphz.encoding.delta import DeltaEncoder
+from morphz.encoding.sessions import MAX_REFS
+from morphz.encoding.tokens import Calibration, count, estimate_tokens
 from morphz.errors import MorphzError
+from morphz.ids import ref_seq
 from morphz.observe import Observation
 from morphz.runtime.models.base import (
     ContextTooLongError,
@@ -39,6 +53,7 @@ from morphz.runtime.models.base import (
     ToolCall,
 )
 from morphz.runtime.tools.base import Tool, ToolContext, ToolOutcome, ToolRegistry
+from morphz.store.active_base import ActiveObservation
 
 if TYPE_CHECKING:
     from morphz.contextdb import Context
@@ -128,6 +143,9 @@ class _Run:
         self.too_long = False  # the provider refused the input as too long
         self.result = ActivationResult(activation, session, "running", None, 0)
         self._pending_failure = "even the minimum maintenance request does not fit"
+        self.previous: set[int] = set()  # the observations the previous step produced
+        self._delta = DeltaEncoder()
+        self._shape: tuple[bool, frozenset[int] | None] | None = None  # of the last request
         self.tc = ToolContext(
             engine.ctx,
             session,
@@ -166,30 +184,50 @@ class _Run:
         await self.finish("failed", f"the step limit ({config.step_limit}) was reached")
 
     async def _request(self) -> ModelRequest | None:
-        encoding = await self._encode(None)
-        budget = encoding.pressure.budget
-        self.maintenance = self.maintenance or encoding.pressure.level == "critical"
-        if self.maintenance and encoding.pressure.level == "normal" and not self.too_long:
-            self.maintenance = False  # room again: external tools come back
-        if encoding.tokens > budget.hard:
-            batch = self._batch(encoding, budget)
+        encoding = await self._decide()
+        if encoding.tokens > encoding.pressure.budget.hard:
+            batch = await self._batch(encoding)
             if batch is None:
                 await self.finish("failed", self._pending_failure)
                 return None
-            encoding = await self._encode(frozenset(batch))
-            self.maintenance = True
+            encoding = batch
         tools = tuple(t.schema for t in self.e.tools.offered(self.maintenance))
-        return ModelRequest(encoding.text, tools, (), self.e.config.max_output_tokens)
+        text = self._text(encoding)
+        return ModelRequest(text, tools, (), self.e.config.max_output_tokens)
 
-    async def _encode(self, only: frozenset[int] | None) -> Encoding:
-        tools = self.e.tools.offered(self.maintenance)
+    async def _decide(self) -> Encoding:
+        """The encoding of this step, compiled in the mode it is sent in: one compile unless the
+        mode changes. Work gives way to maintenance at critical pressure; maintenance gives way
+        to work when the request with the external tools is back to normal (the figure counts
+        them in both modes, see :meth:`_encode`)."""
+        encoding = await self._encode(self.maintenance)
+        level = encoding.pressure.level
+        if not self.maintenance:
+            if level != "critical":
+                return encoding
+            self.maintenance = True
+            return await self._encode(True)
+        if level != "normal" or self.too_long:
+            return encoding
+        work = await self._encode(False)
+        if work.pressure.level != "normal":  # another session added to the context meanwhile
+            return encoding
+        self.maintenance = False  # room again: external tools come back
+        return work
+
+    async def _encode(self, maintenance: bool, only: frozenset[int] | None = None) -> Encoding:
+        """Compile in ``maintenance`` or work mode. The pressure figure counts the schemas of the
+        work tool set even in maintenance: it is then the pressure of the request that resuming
+        work would send (at least the request sent), the figure that decides resuming. A batch
+        (``only``) is measured on exactly what it sends, since it must fit the hard limit."""
+        tools = self.e.tools.offered(maintenance=only is not None)
         options = EncodeOptions(
             session=self.session,
             activation=self.activation,
             model=self.e.model.name,
             local_time=self.e.clock(),
             objectives=(self.objective,),
-            scheduling={"mode": "maintenance" if self.maintenance else "work"},
+            scheduling={"mode": "maintenance" if maintenance else "work"},
             authority=self.e.tools.authority(),
             budget=self.e.config.budget,
             calibration=self.e.calibration,
@@ -198,16 +236,72 @@ class _Run:
         )
         return await asyncio.to_thread(self.e.ctx.encode, options)
 
-    def _batch(self, encoding: Encoding, budget: Budget) -> list[int] | None:
-        inbox = encoding.state.observations
-        items = [Item(o.seq, estimate_tokens(o.text) + 24, o.protected) for o in inbox]
-        fixed = encoding.tokens - sum(i.tokens for i in items)
-        required = {self.root} if any(o.seq == self.root for o in inbox) else set()
-        batch = select_batch(items, max(0, fixed), budget.hard, required)
+    # -- a maintenance batch
+
+    async def _batch(self, full: Encoding) -> Encoding | None:
+        """The maintenance request that shows the required observations (the root request and
+        the previous step's results), the protected ones, then the oldest that fit within the
+        hard limit; None when even the minimum does not fit (the reason is kept). ``full``: the
+        whole maintenance encoding, over the hard limit (so compiled at critical pressure, in
+        maintenance)."""
+        inbox = full.state.observations
+        present = {o.seq for o in inbox}
+        required = ({self.root} | self.previous) & present
+        must = frozenset(o.seq for o in inbox if o.seq in required or o.protected)
+        minimum = await self._encode(True, must)
+        factor = self.e.calibration.factor if self.e.calibration.samples else 1.0
+        costs = _observation_costs(full, factor)
+        rest = [o for o in inbox if o.seq not in must]
+        optional = [Item(o.seq, costs[o.seq]) for o in rest]
+        fixed = minimum.tokens + _directory_allowance(rest, factor)
+        hard = full.pressure.budget.hard
+        batch = select_batch(optional, fixed, hard, set())
         if not batch.fits:
             self._pending_failure = batch.reason
             return None
-        return list(batch.seqs)
+        shown = set(batch.seqs)
+        return await self._fit(minimum, must, [i for i in optional if i.seq in shown], hard)
+
+    async def _fit(
+        self, minimum: Encoding, must: frozenset[int], chosen: list[Item], hard: int
+    ) -> Encoding:
+        """Compile the minimum plus ``chosen`` (oldest first). While the result is over
+        ``hard``, scale the estimates by what they really cost in it and leave out the newest
+        until the rest fits the room (at least one each time; the minimum was measured to fit)."""
+        room = hard - minimum.tokens
+        while chosen:
+            encoding = await self._encode(True, must | {i.seq for i in chosen})
+            if encoding.tokens <= hard:
+                return encoding
+            total = sum(i.tokens for i in chosen)
+            scale = (encoding.tokens - minimum.tokens) / max(1, total)
+            while chosen and total * scale > room:
+                total -= chosen.pop().tokens
+        return minimum
+
+    # -- ContextDelta
+
+    def _text(self, encoding: Encoding) -> str:
+        """What the model is sent: the encoding, or with ContextDelta the previous request plus
+        an increment. A new tool set or a batch starts a new seed, and so does an increment
+        that would bring the request sent to critical pressure."""
+        if not self.e.config.delta:
+            return encoding.text
+        only = encoding.options.only_observations
+        shape = (self.maintenance, only)
+        if only is not None or shape != self._shape:
+            self._delta = DeltaEncoder()
+        self._shape = shape
+        before = self._delta.increments
+        text = self._delta.next(encoding)
+        if self._delta.increments > before and self._critical(text, encoding):
+            self._delta = DeltaEncoder()
+            text = self._delta.next(encoding)
+        return text
+
+    def _critical(self, text: str, encoding: Encoding) -> bool:
+        sent = count([text, *encoding.options.extra_parts], self.e.calibration)
+        return sent.tokens + PRESSURE_SLACK >= encoding.pressure.budget.critical
 
     def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:
         if response.usage is not None:
@@ -229,6 +323,7 @@ class _Run:
                 "input": response.usage.input_tokens,
                 "output": response.usage.output_tokens,
             }
+        start = len(self.result.events)
         reply = await asyncio.to_thread(
             self.e.ctx.record,
             ev.MODEL_REPLY,
@@ -246,6 +341,7 @@ class _Run:
             return True
         outcomes = [await self._run_tool(call) for call in response.tool_calls]
         await self._record_outcomes(response.tool_calls, outcomes)
+        self.previous = {ref_seq(ref) for ref in self.result.events[start + 1 :]}
         if any(t is not None and t.name == "context_tx" and not o.error for t, o in outcomes):
             self.too_long = False  # a commit: the pressure is measured again
         return False
@@ -307,6 +403,37 @@ class _Run:
             return
         self.result.state, self.result.reason = state, reason
         await asyncio.to_thread(self.e.ctx.finish_activation, self.activation, state, reason)
+
+
+_STATE_LINE = re.compile(r"^ ?\((@e\d+)[ )].*$", re.M)  # an observation-state item, by ref
+
+
+def _observation_costs(encoding: Encoding, factor: float) -> dict[int, int]:
+    """What showing each observation of ``encoding`` adds to a request, as the pressure figure
+    counts it: its inbox entry and its observation-state line if it has one, each with its
+    separator (estimates of parts add up to at least the estimate of the whole)."""
+    threshold = encoding.options.preview_threshold
+    states = {
+        m.group(1): estimate_tokens("\n " + m.group(0).strip())
+        for m in _STATE_LINE.finditer(encoding.region("observation-state"))
+    }
+    costs: dict[int, int] = {}
+    for o in encoding.state.observations:
+        entry = estimate_tokens("\n " + render.observation(o, threshold))
+        costs[o.seq] = math.ceil((entry + states.get(f"@e{o.seq}", 0)) * factor)
+    return costs
+
+
+def _directory_allowance(observations: list[ActiveObservation], factor: float) -> int:
+    """At most what showing ``observations`` adds to the session directory: each session lists
+    the refs of its last shown observations and counts the others."""
+    refs: dict[str, list[str]] = {}
+    for o in observations:
+        refs.setdefault(o.session_id, []).append(f"@e{o.seq}")
+    text = "".join(
+        f" {' '.join(listed[-MAX_REFS:])} (more-refs {len(listed)})" for listed in refs.values()
+    )
+    return math.ceil(estimate_tokens(text) * factor)
 
 
 def _parse_arguments(call: ToolCall) -> dict[str, Any]:
