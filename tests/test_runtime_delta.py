@@ -26,7 +26,7 @@ from morphz.interfaces.cli_agent import build_tools
 from morphz.runtime.config import Settings, load
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
 from morphz.runtime.models.base import ContextTooLongError, ModelRequest, ModelResponse, ToolCall
-from morphz.runtime.models.scripted import FunctionModel
+from morphz.runtime.models.scripted import FunctionModel, ScriptedModel
 
 AGENT_TOOLS = {"context_tx", "recall"}
 _VERSION = re.compile(r"\(mind-version (\d+)\)")
@@ -325,3 +325,67 @@ def test_bad_model_sections_are_refused(tmp_path: Path, text: str, message: str)
     project = _write(tmp_path / "project", text)
     with pytest.raises(InputError, match=re.escape(message)):
         load(tmp_path / "home", project, {})
+
+
+def test_a_too_long_increment_is_retried_as_a_fresh_seed(
+    ctx: morphz.Context, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A provider refusing a ContextDelta request as too long first gets a fresh seed (the
+    increments piled up); only a refused seed puts the activation into maintenance."""
+    refused: list[int] = []
+
+    def agent(request: ModelRequest, step: int) -> ModelResponse:
+        if step == 3:
+            refused.append(step)
+            raise ContextTooLongError("prompt is too long")
+        if step < 4:
+            return derive(request, f"work/{step}", step)
+        return ModelResponse("done")
+
+    run = activate(ctx, workspace, monkeypatch, agent, delta=True)
+    texts = run.texts()
+    assert refused == [3]
+    assert texts[1].startswith(texts[0]) and "\n(context-delta" in texts[1]  # an increment
+    assert texts[3] == run.fresh[3].text  # the retry: a fresh seed, not an increment
+    assert {t.name for t in run.requests[3].tools} > AGENT_TOOLS  # still working, no maintenance
+
+
+def test_exec_turns_delta_on_from_the_configuration(tmp_path: Path) -> None:
+    """`morphz exec` passes the per-model setting to the engine: with it the second request is
+    the first plus an increment; without it, a fresh encoding."""
+    script = tmp_path / "script.json"
+    steps = [
+        {"tool_calls": [{"name": "recall", "arguments": {"op": "search", "query": "x"}}]},
+        {"reply": "done"},
+    ]
+    script.write_text(json.dumps(steps), encoding="utf-8")
+    with_delta, without = (_exec_requests(tmp_path, script, delta) for delta in (True, False))
+    assert len(with_delta) == len(without) == 2
+    assert with_delta[1].startswith(with_delta[0]) and "\n(context-delta" in with_delta[1]
+    assert not without[1].startswith(without[0])
+
+
+def _exec_requests(tmp_path: Path, script: Path, delta: bool) -> list[str]:
+    """The request texts of one `morphz exec` run whose project file sets ``delta``."""
+    from click.testing import CliRunner
+
+    from morphz.interfaces.cli import main
+
+    setting = f'[models."scripted:{script}"]\ndelta = {str(delta).lower()}\n'
+    project = _write(tmp_path / f"project-{delta}", setting)
+    seen: list[str] = []
+    original = ScriptedModel.request
+
+    async def recording(self: ScriptedModel, request: ModelRequest) -> ModelResponse:
+        seen.append(request.encoding)
+        return await original(self, request)
+
+    db = tmp_path / f"store-{delta}.db"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(project)
+        patch.setenv("HOME", str(tmp_path / "home"))
+        patch.setattr(ScriptedModel, "request", recording)
+        args = ["exec", "hello", "--model", f"scripted:{script}", "--db", str(db)]
+        outcome = CliRunner().invoke(main, [*args, "--workspace", str(project)])
+    assert outcome.exit_code == 0, outcome.output
+    return seen

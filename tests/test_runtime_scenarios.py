@@ -1084,6 +1084,48 @@ def test_provider_usage_calibrates_the_pressure_figure(
     assert first.payload is not None and first.payload["usage"] == {"input": 5_000, "output": 20}
 
 
+def test_a_new_engine_starts_with_what_the_context_learned(
+    ctx: morphz.Context, workspace: Path
+) -> None:
+    """Calibration is kept with the context per model: the first request of a new engine (a
+    restart, the next `morphz exec`) is already calibrated; another model's is not."""
+
+    def measured(request: ModelRequest) -> ModelResponse:
+        return ModelResponse("ok", (), Usage(input_tokens=9_000, output_tokens=5))
+
+    result = run(engine(ctx, FunctionModel(measured, "openai:m"), workspace).run("hello"))
+    assert result.state == "delivered"
+    seen: list[ModelRequest] = []
+
+    def again(request: ModelRequest) -> ModelResponse:
+        seen.append(request)
+        return reply("ok")
+
+    run(engine(ctx, FunctionModel(again, "openai:m"), workspace).run("again"))
+    assert "(figure calibrated)" in seen[0].encoding
+    assert ctx.calibration("openai:m").samples == 1
+    run(engine(ctx, FunctionModel(again, "openai:other"), workspace).run("other"))
+    assert "(figure estimated)" in seen[1].encoding
+
+
+def test_the_activation_records_its_objective(ctx: morphz.Context, workspace: Path) -> None:
+    seen: list[ModelRequest] = []
+
+    def agent(request: ModelRequest) -> ModelResponse:
+        seen.append(request)
+        return reply("ok")
+
+    eng = engine(ctx, FunctionModel(agent), workspace)
+    result = run(eng.run("please check the build", session="s1", objective="green build"))
+    assert f'({result.activation} (session s1) (root @e1) (objective "green build"))' in (
+        seen[0].encoding
+    )
+    started = next(e for e in ctx.events() if e.kind == "activation_started")
+    assert started.payload is not None and started.payload["objective"] == "green build"
+    run(eng.run("   ", session="s2"))  # a blank prompt: no objective, not an error
+    assert "(objective" not in seen[1].encoding.split("(running-activations")[1].split("\n")[0]
+
+
 def test_the_step_limit(ctx: morphz.Context, workspace: Path) -> None:
     def agent(request: ModelRequest) -> ModelResponse:
         return acts(call("recall", {"op": "search", "query": "deploy"}))

@@ -55,6 +55,7 @@ def _engine(
         budget=settings.budget,
         approver=ask if interactive else None,
         ask_default=settings.ask_default,
+        delta=settings.delta_for(model_spec or settings.model),
     )
     return Engine(ctx, model, build_tools(settings), config)
 

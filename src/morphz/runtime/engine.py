@@ -109,7 +109,7 @@ class Engine:
         self.model = model
         self.tools = tools
         self.config = config
-        self.calibration = Calibration()
+        self.calibration: Calibration = ctx.calibration(model.name)  # what earlier runs learned
         self.clock: Callable[[], str] = _now
 
     async def run(
@@ -117,8 +117,9 @@ class Engine:
     ) -> ActivationResult:
         """One activation: the user message ``prompt`` in ``session``, until a reply."""
         root = await asyncio.to_thread(self.ctx.observe, "user_message", prompt, session=session)
-        act = await asyncio.to_thread(self.ctx.start_activation, session, root.ref)
-        run = _Run(self, act, session, root.seq, objective or prompt[:200])
+        goal = (objective or prompt[:200]).strip() or None
+        act = await asyncio.to_thread(self.ctx.start_activation, session, root.ref, goal)
+        run = _Run(self, act, session, root.seq, goal or "answer the user")
         run.result.events.append(root.ref)
         try:
             await run.loop()
@@ -146,6 +147,7 @@ class _Run:
         self.previous: set[int] = set()  # the observations the previous step produced
         self._delta = DeltaEncoder()
         self._shape: tuple[bool, frozenset[int] | None] | None = None  # of the last request
+        self._increment_sent = False  # the last request was a ContextDelta increment
         self.tc = ToolContext(
             engine.ctx,
             session,
@@ -166,6 +168,9 @@ class _Run:
             try:
                 response = await self.e.model.request(request)
             except ContextTooLongError as exc:
+                if self._increment_sent:  # first try a fresh seed: the increments piled up
+                    self._delta, self._shape = DeltaEncoder(), None
+                    continue
                 if self.maintenance:
                     await self.finish(
                         "failed",
@@ -178,7 +183,7 @@ class _Run:
             except ProviderError as exc:
                 await self.finish("failed", f"model provider error ({exc.code}): {exc.message}")
                 return
-            self._calibrate(request, response)
+            await self._calibrate(request, response)
             if await self._handle(response):
                 return
         await self.finish("failed", f"the step limit ({config.step_limit}) was reached")
@@ -285,6 +290,7 @@ class _Run:
         """What the model is sent: the encoding, or with ContextDelta the previous request plus
         an increment. A new tool set or a batch starts a new seed, and so does an increment
         that would bring the request sent to critical pressure."""
+        self._increment_sent = False
         if not self.e.config.delta:
             return encoding.text
         only = encoding.options.only_observations
@@ -297,18 +303,24 @@ class _Run:
         if self._delta.increments > before and self._critical(text, encoding):
             self._delta = DeltaEncoder()
             text = self._delta.next(encoding)
+        self._increment_sent = self._delta.increments > before
         return text
 
     def _critical(self, text: str, encoding: Encoding) -> bool:
         sent = count([text, *encoding.options.extra_parts], self.e.calibration)
         return sent.tokens + PRESSURE_SLACK >= encoding.pressure.budget.critical
 
-    def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:
+    async def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:
+        """Learn from the input tokens the provider reported, and keep it with the context so
+        the next engine (another process, a restart) starts calibrated."""
         if response.usage is not None:
             estimated = estimate_tokens(request.encoding) + sum(
                 estimate_tokens(json.dumps(t.to_dict())) for t in request.tools
             )
             self.e.calibration.update(estimated, response.usage.input_tokens)
+            await asyncio.to_thread(
+                self.e.ctx.save_calibration, self.e.model.name, self.e.calibration
+            )
 
     # -- one response
 
