@@ -107,3 +107,24 @@ def test_bad_model_spec_is_a_clear_error(setup: tuple[Path, Path, Path]) -> None
     db, _, _ = setup
     result = CliRunner().invoke(main, ["exec", "hi", "--model", "gpt4", "--db", str(db)])
     assert result.exit_code == 1 and "needs a name" in result.stderr
+
+
+def test_activity_lines_say_what_happened(setup: tuple[Path, Path, Path]) -> None:
+    from morphz.interfaces.render import activity_line
+
+    db, _, _ = setup
+    with morphz.open(db) as opened:
+        ctx = opened.context("context-default", create=True)
+        refused = '{"ok": false, "error": {"code": "stale_version", "message": "base 3 < 5"}}'
+        receipt = ctx.observe("tx_receipt", refused, meta={"tool": "context_tx"})
+        failed = ctx.observe(
+            "tool_result", "exit 2\nno such file", meta={"tool": "exec", "error": True}
+        )
+        line = activity_line(ctx.event(receipt.ref))
+        assert line == f"{receipt.ref} context_tx refused (stale_version): base 3 < 5"
+        assert (
+            activity_line(ctx.event(failed.ref))
+            == f"{failed.ref} exec (error): exit 2 no such file"
+        )
+        odd = ctx.observe("tx_receipt", "not json")
+        assert activity_line(ctx.event(odd.ref)) == f"{odd.ref} context_tx not json"

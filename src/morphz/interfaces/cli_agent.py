@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,6 +23,8 @@ from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
 from morphz.runtime.tools.base import Tool, ToolRegistry
 from morphz.runtime.tools.shell import shell_tools
 from morphz.runtime.tools.workspace import workspace_tools
+
+FOLLOW_INTERVAL = 0.1  # seconds between looks at the events a running chat turn recorded
 
 
 def build_tools(settings: Settings) -> ToolRegistry:
@@ -166,12 +168,39 @@ def chat_command(
                 if not _slash(ctx, line.strip()):
                     break
                 continue
-            seen = ctx.status().last_seq
-            result = asyncio.run(engine.run(line, session=session))
-            for event in ctx.events(after=seen):
-                if event.kind not in ("user_message",):
-                    click.echo(render.event_line(event), err=True)
+            result = asyncio.run(_follow(ctx, session, engine.run(line, session=session)))
             click.echo(f"agent> {_reply_text(result)}")
+
+
+async def _follow(
+    ctx: morphz.Context, session: str, activation: Coroutine[Any, Any, ActivationResult]
+) -> ActivationResult:
+    """Run ``activation`` while printing (to stderr) the events it records as they land: tool
+    calls, results, commits and refusals, approvals."""
+    seen = await asyncio.to_thread(lambda: ctx.status().last_seq)
+    task = asyncio.ensure_future(activation)
+
+    async def show_new() -> None:
+        nonlocal seen
+        for event in await asyncio.to_thread(ctx.events, after=seen):
+            seen = event.seq
+            if _worth_showing(event, session):
+                click.echo(render.activity_line(event), err=True)
+
+    while not task.done():
+        await asyncio.wait({task}, timeout=FOLLOW_INTERVAL)
+        await show_new()
+    return task.result()
+
+
+def _worth_showing(event: morphz.Event, session: str) -> bool:
+    """Everything but the user's own message, the reply (printed as ``agent>``), and this
+    session's commit events (their receipts say it); other sessions' commits are shown."""
+    if event.kind == "user_message":
+        return False
+    if event.kind == "context_tx_committed":
+        return event.session_id != session
+    return event.kind != "model_reply" or bool((event.payload or {}).get("tool_calls"))
 
 
 def _slash(ctx: morphz.Context, line: str) -> bool:

@@ -6,6 +6,7 @@ does not come through here: it is the values' own ``to_dict()``.
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -222,6 +223,43 @@ def event_line(e: Event) -> str:
         f"{e.ref} {e.kind} session={e.session_id} version={e.version} "
         f"clock={e.clock}{tick}: {_preview(e.text)}"
     )
+
+
+def activity_line(e: Event) -> str:
+    """What a person following an agent run wants to see of one event: the tool calls a model
+    reply asks for, whether a transaction committed (and which versions) or why it was refused,
+    approvals, and a preview of anything else."""
+    payload = e.payload or {}
+    meta = e.meta or {}
+    if e.kind == "model_reply" and payload.get("tool_calls"):
+        calls = ", ".join(
+            f"{c['name']}({_preview(str(c.get('arguments', '')), 70)})"
+            for c in payload["tool_calls"]
+        )
+        return f"{e.ref} calls {calls}"
+    if e.kind == "tx_receipt":
+        return f"{e.ref} context_tx {_receipt_summary(e.text)}"
+    if e.kind == "tool_result":
+        failed = " (error)" if meta.get("error") else ""
+        return f"{e.ref} {meta.get('tool', 'tool')}{failed}: {_preview(e.text, 70)}"
+    if e.kind in ("approval_request", "approval_result"):
+        return f"{e.ref} {e.kind}: {_preview(e.text or json.dumps(payload, sort_keys=True), 70)}"
+    return event_line(e)
+
+
+def _receipt_summary(text: str | None) -> str:
+    try:
+        data = json.loads(text or "")
+    except json.JSONDecodeError:
+        return _preview(text)
+    if not isinstance(data, dict):
+        return _preview(text)
+    if data.get("ok"):
+        versions = f"v{data.get('before_version')} -> v{data.get('after_version')}"
+        rebased = " (rebased)" if data.get("rebased") else ""
+        return f"committed {data.get('tx_id')} {versions}{rebased}"
+    error = data.get("error") or {}
+    return f"refused ({error.get('code')}): {_preview(str(error.get('message')), 90)}"
 
 
 def events(items: Sequence[Event]) -> str:

@@ -1,0 +1,210 @@
+"""`morphz exec` and `morphz chat` against an OpenAI-compatible server on loopback: a real HTTP
+server (stdlib) answering ``POST /v1/chat/completions`` with Chat Completions bodies in the wire
+format of the recordings, reached through the official SDK as a user configures it
+(``OPENAI_BASE_URL``, ``OPENAI_API_KEY``). Only loopback connections are allowed; the key must
+reach the server and never the store."""
+
+from __future__ import annotations
+
+import _socket
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import morphz
+from morphz.interfaces.cli import main
+
+KEY = "sk-loopback-secret-123"
+_CREATE_CONNECTION = socket.create_connection  # the real one, before the network guard
+
+
+def _loopback(address: object) -> bool:
+    host = address[0] if isinstance(address, tuple) else address
+    return host in ("127.0.0.1", "::1", "localhost")
+
+
+@pytest.fixture
+def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lift the suite's network guard for loopback addresses only."""
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if not _loopback(address):
+            raise RuntimeError(f"tests must not open network connections ({address!r})")
+        _socket.socket.connect(self, address)
+
+    def create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        if not _loopback(address):
+            raise RuntimeError(f"tests must not open network connections ({address!r})")
+        return _CREATE_CONNECTION(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+
+
+def completion(message: dict[str, Any], finish: str, usage: tuple[int, int]) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-loop",
+        "object": "chat.completion",
+        "created": 1_764_460_000,
+        "model": "loop-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": usage[0],
+            "completion_tokens": usage[1],
+            "total_tokens": sum(usage),
+        },
+    }
+
+
+def tool_call(number: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return completion(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{number}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+            ],
+        },
+        "tool_calls",
+        (2_900 + number, 40),
+    )
+
+
+ANSWERS = [
+    tool_call(1, "read_file", {"path": "production.yaml"}),
+    tool_call(
+        2,
+        "context_tx",
+        {
+            "tx": "(context-tx (base-version 0) (derive deployment/target (from @e1 @e4) "
+            "(fact (region cn-shanghai))))"
+        },
+    ),
+    completion({"role": "assistant", "content": "Deploying to cn-shanghai."}, "stop", (3100, 9)),
+]
+
+
+class Server:
+    """Answers each chat completion with the next of ``answers``; keeps what it was sent."""
+
+    def __init__(self, answers: list[dict[str, Any]]) -> None:
+        self.answers = list(answers)
+        self.requests: list[tuple[str, dict[str, str], dict[str, Any]]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                outer.requests.append((self.path, headers, body))
+                if not outer.answers:
+                    self._send(500, {"error": {"message": "no more recorded answers"}})
+                    return
+                self._send(200, outer.answers.pop(0))
+
+            def _send(self, status: int, data: dict[str, Any]) -> None:
+                raw = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+
+@pytest.fixture
+def server(loopback_only: None) -> Iterator[Server]:
+    serving = Server(ANSWERS)
+    serving.thread.start()
+    yield serving
+    serving.httpd.shutdown()
+    serving.httpd.server_close()
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: Server) -> Path:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "production.yaml").write_text("region: cn-shanghai\n", encoding="utf-8")
+    return tmp_path
+
+
+def _check_store(db: Path, server: Server) -> None:
+    assert len(server.requests) == 3
+    for path, headers, body in server.requests:
+        assert path == "/v1/chat/completions"
+        assert headers["authorization"] == f"Bearer {KEY}"
+        assert body["model"] == "loop-model"
+        assert "(context-encoding" in json.dumps(body["messages"])
+        names = {tool["function"]["name"] for tool in body["tools"]}
+        assert {"context_tx", "recall", "read_file", "exec"} <= names
+    # the file's content reached the model in the next request, as an observation
+    assert "region: cn-shanghai" in json.dumps(server.requests[1][2]["messages"])
+    with morphz.open(db) as opened:
+        ctx = opened.context("context-default")
+        frame = ctx.mind().frame("deployment/target")
+        assert frame is not None and frame.sources == ("@e1", "@e4")
+        assert ctx.calibration("openai:loop-model").samples == 3  # provider usage was learned
+        assert ctx.audit().ok
+        stored = json.dumps([e.to_dict() for e in ctx.events()])
+    assert KEY not in stored and KEY not in db.read_bytes().decode("latin-1")
+
+
+def test_exec_against_an_openai_compatible_server(project: Path, server: Server) -> None:
+    db = project / "m.db"
+    args = ["exec", "Prepare the deployment.", "--model", "openai:loop-model", "--db", str(db)]
+    result = CliRunner().invoke(main, [*args, "--workspace", str(project / "ws")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "Deploying to cn-shanghai."
+    _check_store(db, server)
+
+
+def test_chat_against_an_openai_compatible_server(project: Path, server: Server) -> None:
+    db = project / "m.db"
+    args = ["chat", "--model", "openai:loop-model", "--db", str(db)]
+    lines = "Prepare the deployment.\n/mind\n/quit\n"
+    result = CliRunner().invoke(main, [*args, "--workspace", str(project / "ws")], input=lines)
+    assert result.exit_code == 0, result.output
+    assert "Deploying to cn-shanghai." in result.output
+    activity = result.stderr.splitlines()
+    assert activity[0].startswith("@e2 activation_started")
+    calls_tx = '@e5 calls context_tx({"tx": "(context-tx (base-version 0) (derive deployment/'
+    assert activity[1:6] == [
+        '@e3 calls read_file({"path": "production.yaml"})',
+        f"@e4 read_file: {activity[2].split(': ', 1)[1]}",
+        calls_tx + "target (fro...)",
+        "@e7 context_tx committed tx-1 v0 -> v1",
+        activity[5],
+    ]
+    assert "production.yaml" in activity[2] and "activation_finished" in activity[5]
+    assert "deployment/target" in result.stdout.split("Deploying to cn-shanghai.")[1]  # /mind
+    _check_store(db, server)
+
+
+def test_the_guard_still_blocks_other_hosts(loopback_only: None) -> None:
+    with pytest.raises(RuntimeError, match="must not open network connections"):
+        socket.create_connection(("192.0.2.1", 80), timeout=0.1)
