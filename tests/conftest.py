@@ -5,25 +5,14 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 import morphz
+from histories import Clock as FixedClock
 
 BACKENDS = ["sqlite"]
-
-
-class FixedClock:
-    """A deterministic wall clock: each call is one second after the previous one."""
-
-    def __init__(self) -> None:
-        self.current = datetime(2026, 8, 4, 9, 0, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        self.current += timedelta(seconds=1)
-        return self.current
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,6 @@ import sqlite3
 import tempfile
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import morphz
+from histories import Clock
 
 if TYPE_CHECKING:
     from morphz.results import FrameView, ObservationView
@@ -65,17 +65,6 @@ WEIGHTED_OPS = (
 )
 TICKING = ("user_message", "tool_result", "external_event")
 OBS_KINDS = (*TICKING, "recall_result", "approval_result")
-
-
-class Clock:
-    """A deterministic wall clock: one second per call."""
-
-    def __init__(self) -> None:
-        self.current = datetime(2026, 8, 4, 9, 0, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        self.current += timedelta(seconds=1)
-        return self.current
 
 
 class Outcome:
