@@ -28,9 +28,8 @@ cached parts apart; the runtime calibrates against the whole input), cached =
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from morphz.errors import InputError
@@ -43,32 +42,13 @@ from morphz.runtime.models.base import (
     ToolSchema,
     Usage,
 )
-from morphz.runtime.models.openai_compat import (
-    NO_KEY,
-    PREAMBLE,
-    check_settings,
-    load_json,
-    output_tokens,
-)
-from morphz.runtime.models.retry import (
-    Backoff,
-    Failure,
-    Retry,
-    Sleep,
-    call_with_retries,
-    connection_failure,
-    error_text,
-    status_failure,
-)
+from morphz.runtime.models.sdk import PREAMBLE, SdkAdapter
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-    import httpx2
-    from anthropic import AsyncAnthropic
     from anthropic.types import MessageParam, ToolUnionParam
 
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 AUTH_HINT = "ANTHROPIC_API_KEY or [anthropic] base_url in morphz.toml"
 PROVIDER = "Anthropic"
 
@@ -84,46 +64,23 @@ def load_sdk() -> ModuleType:
     return anthropic
 
 
-class AnthropicMessagesModel:
+class AnthropicMessagesModel(SdkAdapter):
     """A :class:`~morphz.runtime.models.base.Model` over the Anthropic Messages API."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        http_client: httpx2.AsyncClient | None = None,
-        max_retries: int = 3,
-        sleep: Sleep = asyncio.sleep,
-        max_output_tokens: int | None = None,
-        backoff: Backoff | None = None,
-        on_retry: Callable[[Retry], None] | None = None,
-    ) -> None:
-        check_settings(model, max_retries, max_output_tokens)
-        self._sdk = load_sdk()
-        self.model = model
-        self.base_url = base_url or DEFAULT_BASE_URL
-        self.max_retries = max_retries
-        self.max_output_tokens = max_output_tokens
-        self.backoff = backoff or Backoff()
-        self.on_retry = on_retry
-        self._sleep = sleep
-        self._client: AsyncAnthropic = self._sdk.AsyncAnthropic(
-            base_url=self.base_url,
-            api_key=api_key or NO_KEY,
-            http_client=http_client,
-            max_retries=0,
-        )
+    prefix = "anthropic"
+    provider = PROVIDER
+    body_name = PROVIDER
+    auth_hint = AUTH_HINT
+    default_base_url = "https://api.anthropic.com"
+    client_class = "AsyncAnthropic"
 
-    @property
-    def name(self) -> str:
-        return f"anthropic:{self.model}"
+    def __init__(self, model: str, **settings: Any) -> None:
+        """``settings``: those of :class:`~morphz.runtime.models.sdk.SdkAdapter`."""
+        super().__init__(load_sdk(), model, **settings)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         messages = anthropic_messages(request)
         tools = anthropic_tools(request.tools)
-        max_tokens = output_tokens(request, self.max_output_tokens)
 
         async def send() -> bytes:
             create = self._client.messages.with_raw_response.create
@@ -132,37 +89,11 @@ class AnthropicMessagesModel:
                 system=PREAMBLE,
                 messages=cast("list[MessageParam]", messages),
                 tools=cast("list[ToolUnionParam]", tools) if tools else self._sdk.omit,
-                max_tokens=max_tokens,
+                max_tokens=self.output_tokens(request),
             )
-            return raw.http_response.content
+            return bytes(raw.http_response.content)
 
-        body = await call_with_retries(
-            send,
-            self._translate,
-            max_retries=self.max_retries,
-            sleep=self._sleep,
-            backoff=self.backoff,
-            on_retry=self.on_retry,
-        )
-        return parse_message(load_json(body, PROVIDER))
-
-    async def aclose(self) -> None:
-        await self._client.close()
-
-    def _translate(self, exc: Exception) -> Failure | None:
-        """The one place where ``anthropic`` exceptions become ProviderErrors."""
-        sdk, where = self._sdk, self.base_url
-        if isinstance(exc, sdk.APIStatusError):
-            text = error_text(exc.message, exc.body)
-            headers = exc.response.headers
-            return status_failure(
-                exc.status_code, text, headers, provider=PROVIDER, where=where, auth_hint=AUTH_HINT
-            )
-        if isinstance(exc, sdk.APIConnectionError):
-            return connection_failure(exc, provider=PROVIDER, where=where)
-        if isinstance(exc, sdk.APIResponseValidationError):
-            return Failure(BadResponseError(f"a malformed response from {where}: {exc}"))
-        return None
+        return parse_message(await self._call(send))
 
 
 # -- request

@@ -29,9 +29,8 @@ retried by :mod:`morphz.runtime.models.retry`.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import openai
@@ -46,69 +45,31 @@ from morphz.runtime.models.base import (
     ToolSchema,
     Usage,
 )
-from morphz.runtime.models.retry import (
-    Backoff,
-    Failure,
-    Retry,
-    Sleep,
-    call_with_retries,
-    connection_failure,
-    error_text,
-    status_failure,
-)
+from morphz.runtime.models.sdk import PREAMBLE, SdkAdapter
 
 if TYPE_CHECKING:
-    import httpx2
     from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
 
-PREAMBLE = (
-    "You are the agent described by the protocol region of the context encoding that follows; "
-    "act only through the offered tools or a final reply."
-)
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-NO_KEY = "none"
 AUTH_HINT = "OPENAI_API_KEY / OPENAI_BASE_URL or [openai] base_url in morphz.toml"
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(SdkAdapter):
     """A :class:`~morphz.runtime.models.base.Model` over an OpenAI-compatible endpoint."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        http_client: httpx2.AsyncClient | None = None,
-        max_retries: int = 3,
-        sleep: Sleep = asyncio.sleep,
-        max_output_tokens: int | None = None,
-        backoff: Backoff | None = None,
-        on_retry: Callable[[Retry], None] | None = None,
-    ) -> None:
-        check_settings(model, max_retries, max_output_tokens)
-        self.model = model
-        self.base_url = base_url or DEFAULT_BASE_URL
-        self.max_retries = max_retries
-        self.max_output_tokens = max_output_tokens
-        self.backoff = backoff or Backoff()
-        self.on_retry = on_retry
-        self._sleep = sleep
-        self._client = openai.AsyncOpenAI(
-            base_url=self.base_url,
-            api_key=api_key or NO_KEY,
-            http_client=http_client,
-            max_retries=0,
-        )
+    prefix = "openai"
+    provider = "the OpenAI-compatible server"
+    body_name = "OpenAI-compatible"
+    auth_hint = AUTH_HINT
+    default_base_url = "https://api.openai.com/v1"
+    client_class = "AsyncOpenAI"
 
-    @property
-    def name(self) -> str:
-        return f"openai:{self.model}"
+    def __init__(self, model: str, **settings: Any) -> None:
+        """``settings``: those of :class:`~morphz.runtime.models.sdk.SdkAdapter`."""
+        super().__init__(openai, model, **settings)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         messages = chat_messages(request)
         tools = chat_tools(request.tools)
-        max_tokens = output_tokens(request, self.max_output_tokens)
 
         async def send() -> bytes:
             create = self._client.chat.completions.with_raw_response.create
@@ -116,54 +77,11 @@ class OpenAIChatModel:
                 model=self.model,
                 messages=cast("list[ChatCompletionMessageParam]", messages),
                 tools=cast("list[ChatCompletionToolUnionParam]", tools) if tools else openai.omit,
-                max_tokens=max_tokens,
+                max_tokens=self.output_tokens(request),
             )
-            return raw.http_response.content
+            return bytes(raw.http_response.content)
 
-        body = await call_with_retries(
-            send,
-            self._translate,
-            max_retries=self.max_retries,
-            sleep=self._sleep,
-            backoff=self.backoff,
-            on_retry=self.on_retry,
-        )
-        return parse_completion(load_json(body, "OpenAI-compatible"))
-
-    async def aclose(self) -> None:
-        await self._client.close()
-
-    def _translate(self, exc: Exception) -> Failure | None:
-        """The one place where ``openai`` exceptions become ProviderErrors."""
-        where = self.base_url
-        if isinstance(exc, openai.APIStatusError):
-            text = error_text(exc.message, exc.body)
-            return status_failure(
-                exc.status_code,
-                text,
-                exc.response.headers,
-                provider="the OpenAI-compatible server",
-                where=where,
-                auth_hint=AUTH_HINT,
-            )
-        if isinstance(exc, openai.APIConnectionError):
-            return connection_failure(exc, provider="the OpenAI-compatible server", where=where)
-        if isinstance(exc, openai.APIResponseValidationError):
-            return Failure(BadResponseError(f"a malformed response from {where}: {exc}"))
-        return None
-
-
-def check_settings(model: str, max_retries: int, max_output_tokens: int | None) -> None:
-    if not model:
-        raise InputError("a model name is required")
-    if max_retries < 0:
-        raise InputError(f"max_retries must be 0 or more, not {max_retries}")
-    if max_output_tokens is not None and max_output_tokens < 1:
-        raise InputError(f"max_output_tokens must be positive, not {max_output_tokens}")
-
-
-def output_tokens(request: ModelRequest, cap: int | None) -> int:
-    return request.max_output_tokens if cap is None else min(cap, request.max_output_tokens)
+        return parse_completion(await self._call(send))
 
 
 # -- request
@@ -211,17 +129,6 @@ def chat_tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
 
 
 # -- response
-
-
-def load_json(body: bytes, provider: str) -> dict[str, Any]:
-    try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        preview = body[:200].decode("utf-8", "replace")
-        raise BadResponseError(f"the {provider} response is not JSON ({exc}): {preview}") from exc
-    if not isinstance(data, dict):
-        raise BadResponseError(f"the {provider} response is not a JSON object: {body[:200]!r}")
-    return data
 
 
 def parse_completion(data: dict[str, Any]) -> ModelResponse:

@@ -1,0 +1,142 @@
+"""What the provider adapters share: their settings, the SDK client made without the SDK's own
+retries, one call with our retries and backoff, and the translation of SDK exceptions into
+:class:`~morphz.runtime.models.base.ProviderError` (the one place for it).
+
+An adapter subclasses :class:`SdkAdapter`, says which SDK module and client class it uses and how
+to name itself, and implements ``request`` by mapping the :class:`ModelRequest` to the
+provider's shape, handing a ``send`` coroutine to :meth:`SdkAdapter._call`, and parsing the JSON
+body that comes back. The SDKs' exception classes have the same names in ``openai`` and
+``anthropic`` (``APIStatusError``, ``APIConnectionError``, ``APIResponseValidationError``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from morphz.errors import InputError
+from morphz.runtime.models.base import BadResponseError, ModelRequest
+from morphz.runtime.models.retry import (
+    Backoff,
+    Failure,
+    Retry,
+    Sleep,
+    call_with_retries,
+    connection_failure,
+    error_text,
+    status_failure,
+)
+
+if TYPE_CHECKING:
+    import httpx2
+
+PREAMBLE = (
+    "You are the agent described by the protocol region of the context encoding that follows; "
+    "act only through the offered tools or a final reply."
+)
+NO_KEY = "none"  # sent when no key is configured: local servers ignore it, the SDKs want one
+
+
+class SdkAdapter:
+    """The settings, client, retries and error translation of one provider adapter."""
+
+    prefix = ""  # the model spec's prefix: openai, anthropic
+    provider = ""  # how errors name the other side: "Anthropic at URL answered HTTP 401"
+    body_name = ""  # how errors name its answers: "the Anthropic response is not JSON"
+    auth_hint = ""  # where a user fixes an authentication failure
+    default_base_url = ""
+    client_class = ""  # the SDK's async client: AsyncOpenAI, AsyncAnthropic
+
+    def __init__(
+        self,
+        sdk: ModuleType,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx2.AsyncClient | None = None,
+        max_retries: int = 3,
+        sleep: Sleep = asyncio.sleep,
+        max_output_tokens: int | None = None,
+        backoff: Backoff | None = None,
+        on_retry: Callable[[Retry], None] | None = None,
+    ) -> None:
+        check_settings(model, max_retries, max_output_tokens)
+        self._sdk = sdk
+        self.model = model
+        self.base_url = base_url or self.default_base_url
+        self.max_retries = max_retries
+        self.max_output_tokens = max_output_tokens
+        self.backoff = backoff or Backoff()
+        self.on_retry = on_retry
+        self._sleep = sleep
+        self._client: Any = getattr(sdk, self.client_class)(
+            base_url=self.base_url, api_key=api_key or NO_KEY, http_client=http_client,
+            max_retries=0,  # retries are ours (morphz.runtime.models.retry)
+        )  # fmt: skip
+
+    @property
+    def name(self) -> str:
+        return f"{self.prefix}:{self.model}"
+
+    def output_tokens(self, request: ModelRequest) -> int:
+        """The request's output budget, capped by the adapter's when it has one."""
+        cap = self.max_output_tokens
+        return request.max_output_tokens if cap is None else min(cap, request.max_output_tokens)
+
+    async def _call(self, send: Callable[[], Awaitable[bytes]]) -> dict[str, Any]:
+        """``send`` with retries and backoff; the body it returned, read as a JSON object."""
+        body = await call_with_retries(
+            send,
+            self._translate,
+            max_retries=self.max_retries,
+            sleep=self._sleep,
+            backoff=self.backoff,
+            on_retry=self.on_retry,
+        )
+        return load_json(body, self.body_name)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def _translate(self, exc: Exception) -> Failure | None:
+        """The one place where the SDK's exceptions become ProviderErrors."""
+        sdk, where = self._sdk, self.base_url
+        if isinstance(exc, sdk.APIStatusError):
+            text = error_text(exc.message, exc.body)
+            return status_failure(
+                exc.status_code,
+                text,
+                exc.response.headers,
+                provider=self.provider,
+                where=where,
+                auth_hint=self.auth_hint,
+            )
+        if isinstance(exc, sdk.APIConnectionError):
+            return connection_failure(exc, provider=self.provider, where=where)
+        if isinstance(exc, sdk.APIResponseValidationError):
+            return Failure(BadResponseError(f"a malformed response from {where}: {exc}"))
+        return None
+
+
+def check_settings(model: str, max_retries: int, max_output_tokens: int | None) -> None:
+    if not model:
+        raise InputError("a model name is required")
+    if max_retries < 0:
+        raise InputError(f"max_retries must be 0 or more, not {max_retries}")
+    if max_output_tokens is not None and max_output_tokens < 1:
+        raise InputError(f"max_output_tokens must be positive, not {max_output_tokens}")
+
+
+def load_json(body: bytes, provider: str) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        preview = body[:200].decode("utf-8", "replace")
+        raise BadResponseError(f"the {provider} response is not JSON ({exc}): {preview}") from exc
+    if not isinstance(data, dict):
+        raise BadResponseError(f"the {provider} response is not a JSON object: {body[:200]!r}")
+    return data
