@@ -31,25 +31,27 @@ from typing import Any
 
 import morphz
 from _eval_common import (
-    KEYS,
     Harness,
     Recorder,
     SimClock,
-    Values,
     active_frames_with,
-    answered,
     check_args,
-    current_question,
     emit,
     eval_budget,
-    fact_observation,
-    filler_observation,
-    history_answered,
-    history_question,
     log,
     parser,
     resolve_model,
     store_folder,
+)
+from _eval_world import (
+    KEYS,
+    Values,
+    answered,
+    current_question,
+    fact_observation,
+    filler_observation,
+    history_answered,
+    history_question,
     update_observation,
 )
 from morphz.errors import MorphzError

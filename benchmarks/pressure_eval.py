@@ -17,7 +17,7 @@ limit, observations retired, frames at the end, facts preserved (value in an act
 the last batch) and answered (value in the reply), transactions committed and refused, model
 calls, the input/output tokens the provider reported, failed activations, and the trajectory of
 every activation. ``--model builtin`` runs offline with the deterministic agent of
-``_eval_common.py``. See docs/evals.md.
+``_eval_agent.py``. See docs/evals.md.
 """
 
 from __future__ import annotations
@@ -30,24 +30,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from _eval_common import (
-    KEYS,
     Harness,
     Recorder,
     SimClock,
-    Values,
     active_frames_with,
-    answered,
-    batch_question,
     check_args,
-    current_question,
     emit,
     eval_budget,
-    fact_observation,
-    filler_observation,
     log,
     parser,
     resolve_model,
     store_folder,
+)
+from _eval_world import (
+    KEYS,
+    Values,
+    answered,
+    batch_question,
+    current_question,
+    fact_observation,
+    filler_observation,
 )
 from morphz.errors import MorphzError
 from morphz.observe import Observation

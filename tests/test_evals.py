@@ -44,7 +44,9 @@ def _load(module: str, name: str) -> ModuleType:
     return loaded
 
 
-common = _load("_eval_common", "_eval_common")  # the name the scripts import it by
+world = _load("_eval_world", "_eval_world")  # the names the scripts import them by
+agent_module = _load("_eval_agent", "_eval_agent")
+common = _load("_eval_common", "_eval_common")
 pressure_eval = _load("morphz_bench_pressure_eval", "pressure_eval")
 long_run_eval = _load("morphz_bench_long_run_eval", "long_run_eval")
 
@@ -135,7 +137,7 @@ def test_pressure_eval_builtin_keeps_every_planted_fact(
     assert facts["in_mind_and_answered"] == planted
     assert len(facts["details"]) == planted
     for fact in facts["details"]:
-        assert fact["in_active_frames"] == [f"fact/{common.slug(fact['key'])}/1"]
+        assert fact["in_active_frames"] == [f"fact/{world.slug(fact['key'])}/1"]
         assert fact["value"] in fact["reply"] and fact["answered"] is True
     assert doc["frames_at_end"] == {"active": planted}
     # one activation per batch, then one per question
@@ -390,9 +392,9 @@ def test_builtin_agent_answers_only_from_its_mind(db: morphz.Database) -> None:
     """Asked about a key its mind does not hold, it says so; a fact still only in the inbox is
     first derived into a frame, then answered."""
     ctx = db.context("agent", create=True)
-    agent = common.BuiltinAgent()
+    agent = agent_module.BuiltinAgent()
     ctx.observe("user_message", "Ana: remember: the backup bucket is amber-otter-101.")
-    ctx.observe("user_message", common.current_question("hotfix branch"), session="quiz")
+    ctx.observe("user_message", world.current_question("hotfix branch"), session="quiz")
     first = agent(ModelRequest(ctx.encode(session="quiz").text, (CONTEXT_TX, RECALL)))
     assert first.text is None and first.tool_calls[0].name == "context_tx"
     tx = json.loads(first.tool_calls[0].arguments)["tx"]
@@ -402,7 +404,7 @@ def test_builtin_agent_answers_only_from_its_mind(db: morphz.Database) -> None:
     ctx.commit(tx, session="quiz")
     second = agent(ModelRequest(ctx.encode(session="quiz").text, (CONTEXT_TX, RECALL)))
     assert second.text == "I do not know the hotfix branch: it is not in my mind."
-    ctx.observe("user_message", common.current_question("backup bucket"), session="quiz")
+    ctx.observe("user_message", world.current_question("backup bucket"), session="quiz")
     work = (CONTEXT_TX, RECALL, EXEC)  # not maintaining: the earlier question stays in view
     third = agent(ModelRequest(ctx.encode(session="quiz").text, work))
     assert third.text == "The backup bucket is amber-otter-101."
