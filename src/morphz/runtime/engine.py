@@ -280,6 +280,7 @@ class _Run:
                 return encoding
             total = sum(i.tokens for i in chosen)
             scale = (encoding.tokens - minimum.tokens) / max(1, total)
+            total -= chosen.pop().tokens  # at least one, whatever the estimates say
             while chosen and total * scale > room:
                 total -= chosen.pop().tokens
         return minimum
