@@ -607,6 +607,20 @@ def _same(a: o.Tx, b: o.Tx) -> bool:
     return (a.base_version, a.reason, a.ops) == (b.base_version, b.reason, b.ops)
 
 
+def _printed(tx: o.Tx) -> str:
+    """print_tx of ``tx``, printed from its parts (never the source handed back)."""
+    return print_tx(o.Tx(tx.base_version, tx.reason, tx.ops))
+
+
+def _check_canonical_flag(tx: o.Tx) -> None:
+    """A Tx marked canonical is exactly its own printing, which print_tx then hands back."""
+    if tx.canonical:
+        assert _printed(tx) == tx.source
+        assert print_tx(tx) is tx.source
+    else:
+        assert print_tx(tx) == _printed(tx)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(TXS, st.integers(12, 100))
 def test_print_parse_round_trip(tx: o.Tx, width: int) -> None:
@@ -615,6 +629,7 @@ def test_print_parse_round_trip(tx: o.Tx, width: int) -> None:
     assert _same(parsed, tx)
     assert parsed.source == flat
     assert print_tx(parsed) == flat  # canonical text is a fixpoint
+    _check_canonical_flag(parsed)
     nice = print_tx(tx, pretty=True)
     assert _same(parse_tx(nice), tx)
     # any layout of the same S-expression is the same transaction
@@ -803,6 +818,7 @@ def _only_parse_errors(text: str) -> None:
         return
     with contextlib.suppress(ValidationError):
         read_tx(text)
+    _check_canonical_flag(tx)
     assert _same(parse_tx(print_tx(tx)), tx)
 
 
@@ -816,3 +832,25 @@ def test_arbitrary_text_raises_only_parse_error(text: str) -> None:
 @given(st.one_of(mutated_trees(), near_miss_texts(), FRAGMENT_SOUP, HEADED_SOUP))
 def test_near_miss_text_raises_only_parse_error(text: str) -> None:
     _only_parse_errors(text)
+
+
+def test_canonical_flag_on_the_fast_path_only() -> None:
+    """The canonical fast path marks its Tx canonical (print_tx returns the source itself);
+    a base version with leading zeros, other spacing or a comment is printed afresh."""
+    flat = (
+        '(context-tx (base-version 7) (reason "newer evidence from @e3") '
+        "(derive c/2 (from @e3 c/1) (fact (region cn-shanghai) (replicas 3))) "
+        "(relate c/2 supersedes c/1) (retire c/1))"
+    )
+    tx = parse_tx(flat)
+    assert tx.canonical and print_tx(tx) is flat and _printed(tx) == flat
+    for other in (
+        flat.replace("(base-version 7)", "(base-version 007)"),
+        flat.replace(" (retire", "  (retire"),
+        flat.replace("(retire c/1))", "(retire c/1) ; done\n)"),
+        print_tx(tx, pretty=True),
+    ):
+        again = parse_tx(other)
+        assert not again.canonical and _same(again, tx)
+        assert print_tx(again) == flat
+    assert print_tx(tx, pretty=True) == print_tx(parse_tx(flat.replace("7)", "07)")), pretty=True)

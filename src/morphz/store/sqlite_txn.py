@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from morphz.events import Event
@@ -42,6 +42,22 @@ def _frame_params(cid: str, f: Frame) -> tuple[Any, ...]:
     )
 
 
+# What json.loads and json.dumps(..., ensure_ascii=False, separators=(",", ":"),
+# sort_keys=True) do, without building a decoder or an encoder for every event.
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``: the scanner alone for a value that fills the text (as every value
+    this store writes does); json.loads itself for anything else, errors included."""
+    try:
+        value, end = _SCAN(text, 0)
+    except (StopIteration, ValueError, TypeError):
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
+
+
 def _event(row: tuple[Any, ...]) -> Event:
     cid, seq, kind, session, time, recorded, text, meta, payload, version, clock, head = row
     return Event(
@@ -52,8 +68,8 @@ def _event(row: tuple[Any, ...]) -> Event:
         time,
         recorded,
         text,
-        json.loads(meta) if meta is not None else None,
-        json.loads(payload) if payload is not None else None,
+        None if meta is None else _loads(meta),
+        None if payload is None else _loads(payload),
         version,
         clock,
         head,
@@ -61,9 +77,7 @@ def _event(row: tuple[Any, ...]) -> Event:
 
 
 def _dumps(value: dict[str, Any] | None) -> str | None:
-    if value is None:
-        return None
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return None if value is None else _ENCODE(value)
 
 
 class SqliteRead:
@@ -378,27 +392,40 @@ class SqliteWrite(SqliteRead):
         )
 
     def write_changes(self, changes: Changes, commit_version: int | None, seq: int) -> None:
+        """Write the rows ``changes`` changes, one statement per table and kind of change where
+        it can (the rows of one kind are distinct keys, so their order does not matter)."""
         cid, conn = self.cid, self.conn
-        for fid, frame in changes.frames.items():
-            old = self._frames[fid] if fid in self._frames else self.frame(fid)
-            self._frames[fid] = frame
-            self._write_sources(fid, old, frame)
-            if frame is None:
-                conn.execute("DELETE FROM frames WHERE context_id = ? AND frame_id = ?", (cid, fid))
-            else:
-                conn.execute(
+        if changes.frames:
+            cache, upserts, deletes = self._frames, [], []
+            for fid, frame in changes.frames.items():
+                old = cache[fid] if fid in cache else self.frame(fid)
+                cache[fid] = frame
+                if old is None or frame is None or old.sources != frame.sources:
+                    self._write_sources(fid, old, frame)
+                if frame is None:
+                    deletes.append((cid, fid))
+                else:
+                    upserts.append(_frame_params(cid, frame))
+            if deletes:
+                conn.executemany(
+                    "DELETE FROM frames WHERE context_id = ? AND frame_id = ?", deletes
+                )
+            if upserts:
+                conn.executemany(
                     f"INSERT OR REPLACE INTO frames (context_id, {FRAME_COLS}) "
                     "VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    _frame_params(cid, frame),
+                    upserts,
                 )
-        for edge, present in changes.edges.items():
-            if present:
-                conn.execute("INSERT OR IGNORE INTO relations VALUES (?,?,?,?)", (cid, *edge))
-            else:
-                conn.execute(
+        if changes.edges:
+            added = [(cid, *e) for e, present in changes.edges.items() if present]
+            removed = [(cid, *e) for e, present in changes.edges.items() if not present]
+            if added:
+                conn.executemany("INSERT OR IGNORE INTO relations VALUES (?,?,?,?)", added)
+            if removed:
+                conn.executemany(
                     "DELETE FROM relations WHERE context_id = ? AND subject = ? "
                     "AND relation = ? AND object = ?",
-                    (cid, *edge),
+                    removed,
                 )
         if changes.observations:
             conn.executemany(
@@ -428,14 +455,16 @@ class SqliteWrite(SqliteRead):
         after = set(new.sources) if new is not None else set()
         if before == after:
             return
-        self.conn.executemany(
-            "DELETE FROM frame_sources WHERE context_id = ? AND source = ? AND frame_id = ?",
-            [(self.cid, s, fid) for s in sorted(before - after)],
-        )
-        self.conn.executemany(
-            "INSERT INTO frame_sources VALUES (?, ?, ?)",
-            [(self.cid, s, fid) for s in sorted(after - before)],
-        )
+        if gone := before - after:
+            self.conn.executemany(
+                "DELETE FROM frame_sources WHERE context_id = ? AND source = ? AND frame_id = ?",
+                [(self.cid, s, fid) for s in sorted(gone)],
+            )
+        if added := after - before:
+            self.conn.executemany(
+                "INSERT INTO frame_sources VALUES (?, ?, ?)",
+                [(self.cid, s, fid) for s in sorted(added)],
+            )
 
     def _write_checkpoint(self, name: str, snap: Snapshot | None) -> None:
         cid, conn = self.cid, self.conn

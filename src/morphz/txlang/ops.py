@@ -291,6 +291,9 @@ class Tx:
     reason: str | None
     ops: tuple[Op, ...]
     source: str = field(default="", compare=False)  # the text it was parsed from (positions)
+    # True only when ``source`` is already the canonical text (``print_tx`` would give it back
+    # byte for byte): the parser's canonical fast path sets it, so the commit need not print.
+    canonical: bool = field(default=False, compare=False, repr=False)
 
     @property
     def needs_exact_version(self) -> bool:

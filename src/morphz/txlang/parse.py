@@ -280,7 +280,9 @@ def parse_tx(text: str) -> o.Tx:
 # without building a tree for anything but the bodies. The fast path returns None as soon as the
 # text is anything else (other spacing, an operation it does not know, a bad id, a missing
 # part...), and parse_tx takes the general path above, which also produces every error; so both
-# paths give the same Tx for every text the fast path accepts.
+# paths give the same Tx for every text the fast path accepts. A text the fast path accepts is
+# its own canonical printing (save a base version written with leading zeros), so its Tx is
+# marked ``canonical`` and print_tx hands the source back instead of printing it again.
 
 # The rules of morphz.ids (keep them in step) for an atom followed by " " or ")": an id, and an
 # id or event ref (a target or source).
@@ -332,7 +334,8 @@ def _parse_canonical(text: str) -> o.Tx | None:
         at = match.end()
     if at != last or text[last] != ")" or not ops:
         return None
-    return o.Tx(base, reason, tuple(ops), text)
+    digits = head.group(1)  # "007" reads as 7 but prints as "7": then the text is not canonical
+    return o.Tx(base, reason, tuple(ops), text, len(digits) == 1 or digits[0] != "0")
 
 
 def _canonical_body_op(text: str, match: re.Match[str]) -> o.Op | None:
@@ -390,6 +393,8 @@ def op_text(op: o.Op) -> str:
 
 def print_tx(tx: o.Tx, *, pretty: bool = False) -> str:
     """Canonical text of ``tx`` (one line), or one operation per line when ``pretty``."""
+    if tx.canonical and not pretty:
+        return tx.source  # already canonical: the fast path matched every byte of it
     parts = [f"(base-version {tx.base_version})"]
     if tx.reason is not None:
         parts.append(f"(reason {quote(tx.reason)})")
