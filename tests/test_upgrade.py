@@ -1,0 +1,68 @@
+"""A store written by an older Morphz opens with this one: the migrations added since are applied
+in place and everything recorded before still reads, audits and works.
+
+``tests/data/store-0003.db`` was written by commit 1cabcdb (schema 0003: before activation owners
+and objectives; how: tests/data/README.md): an observation, a derive, a tool result in another
+session, a supersede-and-retire commit, and an activation left running."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import morphz
+
+OLD_STORE = Path(__file__).parent / "data" / "store-0003.db"
+
+
+@pytest.fixture
+def upgraded(tmp_path: Path) -> Path:
+    copy = tmp_path / "store.db"
+    shutil.copyfile(OLD_STORE, copy)
+    return copy
+
+
+def _schema(path: Path) -> list[int]:
+    conn = sqlite3.connect(path)
+    try:
+        return [r[0] for r in conn.execute("SELECT number FROM schema_migrations ORDER BY 1")]
+    finally:
+        conn.close()
+
+
+def test_the_old_store_is_migrated_and_reads_as_before(upgraded: Path) -> None:
+    assert _schema(upgraded) == [1, 2, 3]
+    with morphz.open(upgraded) as db:
+        assert db.store.schema_version() >= 5
+        ctx = db.context("context-default")
+        status = ctx.status()
+        assert (status.version, status.clock, status.last_seq) == (2, 2, 5)
+        assert ctx.audit().ok
+        target = ctx.mind().frame("deployment/target-v2")
+        assert target is not None and target.sources == ("@e3", "deployment/target-v1")
+        hits = ctx.recall.search("shanghai")
+        assert "@e3" in [h.ref for h in hits.hits]
+        (act,) = ctx.activations(running_only=True)
+        assert act.owner is None and act.objective is None  # not recorded back then
+        kernel = ctx.encode().region("kernel")
+        assert f"({act.activation_id} (session default) (root @e1))" in kernel
+    assert _schema(upgraded)[:3] == [1, 2, 3] and len(_schema(upgraded)) >= 5
+
+
+def test_the_old_store_keeps_working_after_the_upgrade(upgraded: Path) -> None:
+    with morphz.open(upgraded) as db:
+        ctx = db.context("context-default")
+        (act,) = ctx.activations(running_only=True)
+        assert ctx.interrupt_orphaned() == []  # no owner recorded: not provably dead
+        assert ctx.interrupt_orphaned(include_unowned=True) == [act.activation_id]
+        ctx.commit(
+            f"(context-tx (base-version {ctx.version}) (revise deployment/target-v2 "
+            "(fact (region cn-shanghai) (replicas 3))))"
+        )
+        new = ctx.start_activation("default", objective="roll out")
+        assert ctx.activations(running_only=True)[0].objective == "roll out"
+        ctx.finish_activation(new)
+        assert ctx.audit().ok
