@@ -6,12 +6,14 @@ on stored bytes never changing)."""
 from __future__ import annotations
 
 import json
+from dataclasses import FrozenInstanceError, fields
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from morphz.events import Event, make_event
 from morphz.store.sqlite_txn import _dumps, _loads
 
 JSON_VALUES = st.recursive(
@@ -61,3 +63,28 @@ def test_loads_is_json_loads_for_any_text(text: str) -> None:
 def test_loads_edge_cases(text: Any) -> None:
     assert _outcome(_loads, text) == _outcome(json.loads, text)
     assert _dumps(None) is None
+
+
+def test_make_event_is_the_dataclass_event() -> None:
+    values = (
+        "ctx",
+        7,
+        "tool_result",
+        "main",
+        "t0",
+        "t1",
+        "text",
+        {"m": 1},
+        {"tick": True},
+        3,
+        2,
+        "h",
+    )
+    fast, plain = make_event(*values), Event(*values)
+    assert type(fast) is Event
+    assert fast == plain and repr(fast) == repr(plain)
+    bare = (*values[:7], None, None, *values[9:])  # no dicts: hashable
+    assert hash(make_event(*bare)) == hash(Event(*bare))
+    assert [getattr(fast, f.name) for f in fields(Event)] == list(values)
+    with pytest.raises(FrozenInstanceError):
+        fast.seq = 8  # type: ignore[misc]

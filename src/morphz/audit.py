@@ -138,9 +138,10 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
         if name in state.snapshots and state.snapshots[name].canonical() != snap.canonical():
             out.add(f"checkpoint {name}: contents differ")
     seen = 0
+    replayed_version = state.boundary_versions.get
     for boundary, version in r.boundary_versions():
         seen += 1
-        replayed = state.boundary_versions.get(boundary)
+        replayed = replayed_version(boundary)
         if replayed != version:
             out.add(f"boundary {boundary}: replay v{replayed}, stored v{version}")
     if seen != len(state.boundary_versions):

@@ -7,7 +7,7 @@ after it, the mind version, the cognitive clock and the head hash of the project
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from morphz.ids import make_ref
@@ -77,3 +77,55 @@ class Event:
             "clock": self.clock,
             "head": self.head,
         }
+
+
+# Setting a slot through its descriptor skips the frozen dataclass's __setattr__ detour
+# (object.__setattr__ for every field): half the cost of Event(...), for the many events a store
+# reads back (the audit replays every one). Same slots, same values: the same event.
+assert Event.__slots__ == tuple(f.name for f in fields(Event))
+(
+    _set_context_id,
+    _set_seq,
+    _set_kind,
+    _set_session_id,
+    _set_time,
+    _set_recorded_at,
+    _set_text,
+    _set_meta,
+    _set_payload,
+    _set_version,
+    _set_clock,
+    _set_head,
+) = (getattr(Event, name).__set__ for name in Event.__slots__)
+_new_event = object.__new__
+
+
+def make_event(  # noqa: PLR0917 - the fields of Event, in order
+    context_id: str,
+    seq: int,
+    kind: str,
+    session_id: str,
+    time: str,
+    recorded_at: str,
+    text: str | None,
+    meta: dict[str, Any] | None,
+    payload: dict[str, Any] | None,
+    version: int,
+    clock: int,
+    head: str,
+) -> Event:
+    """``Event(context_id, seq, ...)``, built at half the cost (see above)."""
+    event = _new_event(Event)
+    _set_context_id(event, context_id)
+    _set_seq(event, seq)
+    _set_kind(event, kind)
+    _set_session_id(event, session_id)
+    _set_time(event, time)
+    _set_recorded_at(event, recorded_at)
+    _set_text(event, text)
+    _set_meta(event, meta)
+    _set_payload(event, payload)
+    _set_version(event, version)
+    _set_clock(event, clock)
+    _set_head(event, head)
+    return event

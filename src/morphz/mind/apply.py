@@ -463,6 +463,8 @@ def _fast_path(a: _Apply) -> None:
     is declared ``(relate NEW supersedes OLD)`` in this same tx is retired at once — from the
     operation that completes the three (so a later checkpoint in the tx sees it retired)."""
     added = [e for e, present in a.changes.edges.items() if present and e[1] == "supersedes"]
+    if not added:
+        return
     for old_id in a.retired_frames:
         old = a.view.frame(old_id)
         if old is None or old.lifecycle != "retiring":

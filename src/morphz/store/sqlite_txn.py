@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from morphz.events import Event
+from morphz.events import Event, make_event
 from morphz.mind.state import Changes, Edge, Frame, ObsState, SessionState, Snapshot
 from morphz.recall.documents import time_us
 from morphz.store.base import ActivationRow, ContextRow, SessionRow
@@ -60,7 +60,7 @@ def _loads(text: str) -> Any:
 
 def _event(row: tuple[Any, ...]) -> Event:
     cid, seq, kind, session, time, recorded, text, meta, payload, version, clock, head = row
-    return Event(
+    return make_event(
         cid,
         seq,
         kind,
@@ -213,7 +213,7 @@ class SqliteRead:
         rows = self.conn.execute(
             "SELECT subject, relation, object FROM relations WHERE context_id = ?", (self.cid,)
         )
-        yield from ((s, r, o) for s, r, o in rows)
+        yield from rows  # the rows are (subject, relation, object) tuples already
 
     def due_retirements(self, clock: int) -> list[str]:
         return [
@@ -237,8 +237,7 @@ class SqliteRead:
             rows = cursor.fetchmany(1000)
             if not rows:
                 return
-            for row in rows:
-                yield _event(row)
+            yield from map(_event, rows)
 
     def event(self, seq: int) -> Event | None:
         row = self.conn.execute(
@@ -296,7 +295,7 @@ class SqliteRead:
         rows = self.conn.execute(
             "SELECT boundary, version FROM boundary_versions WHERE context_id = ?", (self.cid,)
         )
-        yield from ((b, v) for b, v in rows)
+        yield from rows  # (boundary, version) tuples already
 
     def frame_counts(self) -> dict[str, int]:
         """Frames by lifecycle, plus ``protected``: how many of them (any lifecycle) are
