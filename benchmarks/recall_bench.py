@@ -220,7 +220,8 @@ class Raw:
 def same_match(morphz_db: Path, table: str, queries: list[str]) -> dict[str, str]:
     """The expression Morphz's search builds for each query (src/morphz/recall/search.py):
     terms in more than COMMON_DOCS documents of its index (either column) are dropped while a
-    rarer one remains, the rest OR-ed; all terms AND-ed when every one is common."""
+    rarer one remains, the rest OR-ed; all terms AND-ed when every one is common (Morphz requires
+    them in its ``body`` column, the only column of the raw table)."""
     conn = sqlite3.connect(f"file:{morphz_db}?mode=ro", uri=True)
     sql = f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)"
     cap, out = COMMON_DOCS + 1, {}

@@ -5,7 +5,11 @@
 - Very common words are handled in two steps: stopwords never reach the index, and among the
   remaining query words those found in more than :data:`COMMON_DOCS` documents are left out of
   the match when rarer words remain (they would add little to the ranking and cost a scan of a
-  huge posting list). When every word is common, documents must contain all of them.
+  huge posting list). When every word of a query of two or more words is common, documents must
+  contain all of them in their own text: the ``near`` column (the previous observation) is
+  context for ranking, not evidence that a document holds the words, and its words neither
+  match nor score in that case (see docs/decisions.md, "Recall"). With a time window, such a
+  broad match is bounded by the window's range of event seqs (``SqliteRecall.ranked``).
 - A time range alone pages chronologically (``since`` inclusive, ``until`` exclusive).
 - Paging: the first page pins the evidence set (events up to the current seq, frame documents
   up to the current count). A ranked cursor carries the ids already returned, so every document of
@@ -26,7 +30,7 @@ from morphz.ids import make_ref
 from morphz.mind.lifecycle import OBSERVATION_KINDS
 from morphz.recall import cursors
 from morphz.recall.documents import time_us
-from morphz.recall.tokenize import query_terms, query_words, quote_term
+from morphz.recall.tokenize import all_in_body, query_terms, query_words, quote_term
 from morphz.store.base import ReadTxn
 from morphz.store.recall_base import EventRow, Filters, FrameRow, Pin
 
@@ -126,14 +130,15 @@ def _filters(
 
 
 def _match(r: ReadTxn, terms: list[str]) -> str:
-    """The FTS5 expression: rare words OR-ed; common words dropped while rarer ones remain."""
+    """The FTS5 expression: rare words OR-ed; common words dropped while rarer ones remain; all
+    of them required in the document's own text when every word is common."""
     quoted = [quote_term(t) for t in terms]
     if len(quoted) == 1:
         return quoted[0]
     rare = [q for q in quoted if r.recall.doc_frequency(q, COMMON_DOCS + 1) <= COMMON_DOCS]
     if rare:
         return " OR ".join(rare)
-    return " AND ".join(quoted)
+    return all_in_body(quoted)
 
 
 def search(

@@ -223,3 +223,19 @@ def match_query(query: str, max_terms: int = _MAX_QUERY_TERMS) -> str | None:
 def quote_term(term: str) -> str:
     """One query term as an FTS5 expression: quoted; a lone CJK character as a prefix term."""
     return f'"{term}"*' if len(term) == 1 and _CJK_RUN.match(term) else f'"{term}"'
+
+
+BODY_ONLY: Final = "{body} : "
+"""The prefix of :func:`all_in_body` expressions (an FTS5 column filter on ``body``)."""
+
+
+def all_in_body(quoted: list[str]) -> str:
+    """The FTS5 expression for documents whose own text (the ``body`` column) holds every one
+    of the ``quoted`` terms (see :func:`quote_term`). Words in the ``near`` column neither match
+    nor add to the bm25 score (its length still counts in the length normalization)."""
+    return f"{BODY_ONLY}({' AND '.join(quoted)})"
+
+
+def is_all_in_body(match: str) -> bool:
+    """Whether ``match`` was built by :func:`all_in_body`."""
+    return match.startswith(BODY_ONLY)

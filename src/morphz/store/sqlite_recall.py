@@ -14,10 +14,14 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 
 from morphz.recall.documents import EventDoc, FrameDoc
-from morphz.recall.tokenize import CONTEXT_WEIGHT, FTS5_TOKENIZER
+from morphz.recall.tokenize import CONTEXT_WEIGHT, FTS5_TOKENIZER, is_all_in_body
 from morphz.store.recall_base import EventRow, Filters, FrameRow, IndexStats, Pin
 
 _BM25 = f"bm25({{t}}, 1.0, {CONTEXT_WEIGHT})"
+# A window holding more events than this is not turned into a rowid range for a ranked search:
+# reading the window's seqs costs about 0.1 us per event, probing every match of the whole
+# history about 2.5 us per match (1,000,000-event benchmark, docs/benchmarks.md).
+WINDOW_SCAN_CAP = 100_000
 
 
 class SqliteRecall:
@@ -135,8 +139,40 @@ class SqliteRecall:
     def ranked(self, match: str, pin: Pin, filters: Filters, limit: int) -> list[tuple[int, float]]:
         """(ord, score) by bm25 (lower is better); ties by ord, descending (newer events first,
         then frames in the order they entered the index). Only the pinned evidence set: events
-        up to ``max_seq``, frames whose key is at most ``max_frame_doc``."""
+        up to ``max_seq``, frames whose key is at most ``max_frame_doc``.
+
+        A match built by :func:`~morphz.recall.tokenize.all_in_body` (every query word common)
+        can hold thousands of documents; with a time window, FTS5 is then given the range of the
+        window's event seqs (:meth:`_window_seqs`), so it skips the postings outside it instead
+        of each match being looked up in ``events``. The range is only a bound (event times need
+        not grow with seq): the exact time filter is kept, and the results are the same."""
         table = self.table()
+        span = None
+        parts: list[tuple[str, list[object]]]
+        if filters.events and _windowed(filters) and is_all_in_body(match):
+            span = self._window_seqs(filters, pin.max_seq)
+        if span is None:  # one scan: events and frames of the evidence set
+            parts = [("(f.rowid BETWEEN 1 AND ? OR rf.key <= ?)", [pin.max_seq, pin.max_frame_doc])]
+        else:  # the window's events by rowid range, the frames by their negative rowids
+            parts = [("f.rowid BETWEEN ? AND ?", list(span))] if span[0] <= span[1] else []
+            if filters.frames:
+                parts.append(("f.rowid < 0 AND rf.key <= ?", [pin.max_frame_doc]))
+            if not parts:
+                return []
+        selects: list[str] = []
+        args: list[object] = []
+        for rowids, rowid_args in parts:
+            sql, part_args = self._ranked_select(table, match, rowids, rowid_args, filters)
+            selects.append(sql)
+            args.extend(part_args)
+        sql = " UNION ALL ".join(selects) + " ORDER BY s, ord DESC LIMIT ?"
+        return [(r[0], r[1]) for r in self.conn.execute(sql, (*args, limit))]
+
+    def _ranked_select(
+        self, table: str, match: str, rowids: str, rowid_args: list[object], filters: Filters
+    ) -> tuple[str, list[object]]:
+        """One scan of the FTS table for :meth:`ranked`: ``match`` and the ``rowids`` condition
+        (on the FTS5 rowid, which FTS5 uses to skip postings), then the filters."""
         score = _BM25.format(t=table)
         where, params = _filter_sql(filters) if filters.needs_join else ("", [])
         joins = (
@@ -150,13 +186,34 @@ class SqliteRecall:
             f"SELECT coalesce(-rf.key, f.rowid) AS ord, {score} AS s FROM {table} f "
             "LEFT JOIN recall_frames rf ON f.rowid < 0 AND rf.context_id = ? "
             f"AND rf.doc_id = f.rowid {joins}"
-            f"WHERE {table} MATCH ? AND (f.rowid BETWEEN 1 AND ? OR rf.key <= ?){where} "
-            "ORDER BY s, ord DESC LIMIT ?"
+            f"WHERE {table} MATCH ? AND {rowids}{where}"
         )
         cid = self.cid
         join_args = (cid, cid, cid) if filters.needs_join else ()
-        args = (cid, *join_args, match, pin.max_seq, pin.max_frame_doc, *params, limit)
-        return [(r[0], r[1]) for r in self.conn.execute(sql, args)]
+        return sql, [cid, *join_args, match, *rowid_args, *params]
+
+    def _window_seqs(self, filters: Filters, max_seq: int) -> tuple[int, int] | None:
+        """(lowest, highest) seq of the events in the time window, the highest at most
+        ``max_seq``: a rowid range holding every event of the window (and others, when event
+        times do not grow with seq). None when the window holds more than
+        :data:`WINDOW_SCAN_CAP` events: the scan would cost more than it saves."""
+        sql = "SELECT seq FROM events INDEXED BY events_time WHERE context_id = ?"
+        params: list[object] = [self.cid]
+        if filters.since_us is not None:
+            sql += " AND time_us >= ?"
+            params.append(filters.since_us)
+        if filters.until_us is not None:
+            sql += " AND time_us < ?"
+            params.append(filters.until_us)
+        count, low, high = self.conn.execute(
+            f"SELECT count(*), min(seq), max(seq) FROM ({sql} LIMIT ?)",
+            (*params, WINDOW_SCAN_CAP + 1),
+        ).fetchone()
+        if count > WINDOW_SCAN_CAP:
+            return None
+        if count == 0:
+            return (1, 0)
+        return (int(low), min(int(high), max_seq))
 
     def chronological(
         self, pin: Pin, filters: Filters, after: tuple[int, int] | None, limit: int
@@ -355,6 +412,10 @@ def _window_sql(
         sql += f" AND {lifecycle} IN ({','.join('?' * len(lives))})"
         params.extend(lives)
     return sql, params
+
+
+def _windowed(filters: Filters) -> bool:
+    return filters.since_us is not None or filters.until_us is not None
 
 
 def _filter_sql(filters: Filters) -> tuple[str, list[object]]:
