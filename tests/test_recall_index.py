@@ -386,3 +386,18 @@ def test_paging_across_a_rebuild_returns_each_result_once(ctx: morphz.Context) -
         assert len(got) == len(set(got)), query
         if query is not None:
             assert set(got) == evidence
+
+
+def test_words_ending_in_a_digit_are_their_own_stems() -> None:
+    import snowballstemmer
+
+    from morphz.recall.tokenize import _STEMS, stem
+
+    porter2 = snowballstemmer.stemmer("english")
+    words = ["e42", "v2", "ipv6", "runs2", "studies9", "y1", "deployments3", "x", "a1b2", "é5"]
+    for word in words:
+        assert stem(word) == porter2.stemWord(word) == word
+    before = len(_STEMS)
+    for n in range(1_000):
+        stem(f"e{n}")
+    assert len(_STEMS) == before  # refs do not fill the cache

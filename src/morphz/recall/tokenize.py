@@ -138,7 +138,12 @@ _MAX_STEMS: Final = 200_000
 
 def stem(word: str) -> str:
     """The Snowball English (Porter2) stem of a lower-case word, cached: deployment, deploying,
-    deployed and deploy all give ``deploy`` (FTS5's older Porter stemmer splits them)."""
+    deployed and deploy all give ``deploy`` (FTS5's older Porter stemmer splits them). A word
+    ending in a digit (``e42``, ``v2``) is its own stem: Porter2 only strips letter suffixes
+    (tokens hold letters and digits only, so no leading apostrophe either),
+    and such words (refs, versions) would otherwise fill the cache with one-off entries."""
+    if word[-1:].isdigit():
+        return word
     found = _STEMS.get(word)
     if found is None:
         if len(_STEMS) >= _MAX_STEMS:
