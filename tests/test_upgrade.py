@@ -1,13 +1,13 @@
 """A store written by an older Morphz opens with this one: the migrations added since are applied
 in place and everything recorded before still reads, audits and works.
 
-``tests/data/store-0003.db`` was written by commit 1cabcdb (schema 0003: before activation owners
-and objectives; how: tests/data/README.md): an observation, a derive, a tool result in another
-session, a supersede-and-retire commit, and an activation left running."""
+``tests/data/store-0003.sql`` rebuilds a store written by commit 1cabcdb (schema 0003: before
+activation owners and objectives; how it was made: tests/data/README.md): an observation, a
+derive, a tool result in another session, a supersede-and-retire commit, and an activation left
+running. It is kept as SQL text, not as a database file."""
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 from pathlib import Path
 
@@ -15,13 +15,17 @@ import pytest
 
 import morphz
 
-OLD_STORE = Path(__file__).parent / "data" / "store-0003.db"
+OLD_STORE = Path(__file__).parent / "data" / "store-0003.sql"
 
 
 @pytest.fixture
 def upgraded(tmp_path: Path) -> Path:
     copy = tmp_path / "store.db"
-    shutil.copyfile(OLD_STORE, copy)
+    conn = sqlite3.connect(copy)
+    try:
+        conn.executescript(OLD_STORE.read_text(encoding="utf-8"))
+    finally:
+        conn.close()
     return copy
 
 
