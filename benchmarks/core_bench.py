@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import sqlite3
 import statistics
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import morphz
+from _bench_common import finish, machine, pct
 
 FULL = {
     "samples": 5000,
@@ -50,12 +49,6 @@ AUDIT_RUNS = 3  # fresh child processes; the median run is reported, the largest
 
 def log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-def pct(samples_ns: list[int], q: float) -> float:
-    """The q-quantile (nearest rank) of nanosecond samples, in milliseconds."""
-    ordered = sorted(samples_ns)
-    return round(ordered[round(q * (len(ordered) - 1))] / 1e6, 4)
 
 
 def rate_of(samples_ns: list[int]) -> float:
@@ -365,26 +358,6 @@ def bench_audit(tmp: Path, cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], d
 # ------------------------------------------------------------ driver
 
 
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpus": os.cpu_count(),
-        "cpu": cpu,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "morphz": getattr(morphz, "__version__", "unknown"),
-        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
@@ -407,15 +380,7 @@ def main(argv: list[str] | None = None) -> int:
             results, details = bench(tmp, cfg)
             doc["results"].extend(results)
             doc["details"][name] = details
-    doc["seconds"] = round(time.perf_counter() - started, 1)
-    doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    doc["all_met"] = all(r["met"] for r in doc["results"])
-    text = json.dumps(doc, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    log(f"done in {doc['seconds']} s; all targets met: {doc['all_met']}")
-    return 0
+    return finish(doc, started, args.out, log)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,6 @@ import asyncio
 import io
 import json
 import math
-import os
-import platform
 import random
 import shutil
 import sqlite3
@@ -30,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import morphz
+from _bench_common import finish, machine, pct
 from morphz import demo
 from morphz.encoding import DeltaEncoder, EncodeOptions, PrefixMeter, render
 
@@ -53,12 +52,6 @@ WORDS = VOCABULARY.split()
 
 def log(message: str) -> None:
     print(f"[encoding-bench] {message}", file=sys.stderr, flush=True)
-
-
-def pct(samples_ns: list[int], q: float) -> float:
-    """The q-quantile (nearest rank) of nanosecond samples, in milliseconds."""
-    ordered = sorted(samples_ns)
-    return round(ordered[round(q * (len(ordered) - 1))] / 1e6, 4)
 
 
 def entry(metric: str, value: float, unit: str, baseline: float, **more: Any) -> dict[str, Any]:
@@ -447,17 +440,6 @@ def write_example(target: Path) -> None:
 # ------------------------------------------------------------ driver
 
 
-def machine() -> dict[str, Any]:
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    names = [line.split(":", 1)[1].strip() for line in info.splitlines() if "model name" in line]
-    cpu = names[0] if names else platform.machine()
-    return {"cpus": os.cpu_count(), "cpu": cpu, "platform": platform.platform()} | {
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="100,000 events, fewer samples")
@@ -483,15 +465,7 @@ def main(argv: list[str] | None = None) -> int:
             prefix += results
     doc |= {"results": compiled + prefix, "details": {"compile": compile_details}}
     doc["details"]["prefix"] = prefix_details
-    doc["seconds"] = round(time.perf_counter() - started, 1)
-    doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    doc["all_met"] = all(r["met"] for r in doc["results"])
-    text = json.dumps(doc, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    log(f"done in {doc['seconds']} s; all targets met: {doc['all_met']}")
-    return 0
+    return finish(doc, started, args.out, log)
 
 
 if __name__ == "__main__":

@@ -13,11 +13,9 @@ import argparse
 import itertools
 import json
 import os
-import platform
 import random
 import resource
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import morphz
+from _bench_common import finish, machine
+from _bench_common import pct as _pct
 from morphz.recall.documents import time_us
 from morphz.recall.search import COMMON_DOCS
 from morphz.recall.tokenize import FTS5_TOKENIZER, index_text, match_query, query_terms
@@ -58,9 +58,7 @@ def log(message: str) -> None:
 
 
 def pct(samples_ns: list[int], q: float) -> float:
-    """The q-quantile (nearest rank) of nanosecond samples, in milliseconds."""
-    ordered = sorted(samples_ns)
-    return round(ordered[round(q * (len(ordered) - 1))] / 1e6, 3)
+    return _pct(samples_ns, q, digits=3)
 
 
 def result(
@@ -344,19 +342,6 @@ def word_frequencies(raw: Raw, corpus: Corpus, events: int) -> dict[str, Any]:
 # ------------------------------------------------------------ driver
 
 
-def machine() -> dict[str, Any]:
-    git = ["git", "-C", str(Path(__file__).resolve().parents[1]), "describe", "--always", "--dirty"]
-    commit = subprocess.run(git, capture_output=True, text=True, check=False).stdout.strip()
-    return {
-        "cpus": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "commit": commit or "unknown",
-        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
 def rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
@@ -431,13 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="morphz-recall-bench-") as tmp:
         doc |= run(Path(tmp), cfg)
-    doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    doc["seconds"] = round(time.perf_counter() - started, 1)
-    text = json.dumps(doc, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    return 0
+    return finish(doc, started, args.out, log)
 
 
 if __name__ == "__main__":

@@ -20,10 +20,7 @@ import argparse
 import asyncio
 import io
 import json
-import os
-import platform
 import re
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -33,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import morphz
+from _bench_common import finish, machine, pct
 from morphz.encoding import EncodeOptions
 from morphz.interfaces.cli_agent import build_tools
 from morphz.runtime.config import Settings
@@ -58,12 +56,6 @@ _OBS = re.compile(r"^ \(observation (@e(\d+)) \(kind (\w+)\) \(session ([^)\s]+)
 
 def log(message: str) -> None:
     print(f"[runtime-bench] {message}", file=sys.stderr, flush=True)
-
-
-def pct(samples_ns: list[int], q: float) -> float:
-    """The q-quantile (nearest rank) of nanosecond samples, in milliseconds."""
-    ordered = sorted(samples_ns)
-    return round(ordered[round(q * (len(ordered) - 1))] / 1e6, 4)
 
 
 def result(
@@ -379,17 +371,6 @@ def bench_sessions(tmp: Path, cfg: dict[str, Any]) -> tuple[list[dict[str, Any]]
 # ------------------------------------------------------------ driver
 
 
-def machine() -> dict[str, Any]:
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    names = [line.split(":", 1)[1].strip() for line in info.splitlines() if "model name" in line]
-    cpu = names[0] if names else platform.machine()
-    return {"cpus": os.cpu_count(), "cpu": cpu, "platform": platform.platform()} | {
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and rounds")
@@ -405,15 +386,7 @@ def main(argv: list[str] | None = None) -> int:
             results, details = bench(Path(folder), cfg)
             doc["results"].extend(results)
             doc["details"][name] = details
-    doc["seconds"] = round(time.perf_counter() - started, 1)
-    doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    doc["all_met"] = all(r["met"] for r in doc["results"])
-    text = json.dumps(doc, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    log(f"done in {doc['seconds']} s; all targets met: {doc['all_met']}")
-    return 0
+    return finish(doc, started, args.out, log)
 
 
 if __name__ == "__main__":

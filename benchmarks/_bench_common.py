@@ -1,0 +1,62 @@
+"""What the benchmark scripts share: nearest-rank percentiles, the description of the machine a
+run happened on, and the end of a run (timing, load, verdict, the JSON document on stdout and in
+``--out``). The scripts run as ``python benchmarks/NAME.py``, so this module is importable beside
+them."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def pct(samples_ns: list[int], q: float, digits: int = 4) -> float:
+    """The q-quantile (nearest rank) of nanosecond samples, in milliseconds."""
+    ordered = sorted(samples_ns)
+    return round(ordered[round(q * (len(ordered) - 1))] / 1e6, digits)
+
+
+def _cpu_name() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    info = cpuinfo.read_text() if cpuinfo.exists() else ""
+    names = [line.split(":", 1)[1].strip() for line in info.splitlines() if "model name" in line]
+    return names[0] if names else platform.processor() or platform.machine()
+
+
+def machine() -> dict[str, Any]:
+    """The host, the versions and the sources a run measured, and the load when it started."""
+    git = ["git", "-C", str(Path(__file__).resolve().parents[1]), "describe", "--always", "--dirty"]
+    commit = subprocess.run(git, capture_output=True, text=True, check=False).stdout.strip()
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": _cpu_name(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "commit": commit or "unknown",
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def finish(
+    doc: dict[str, Any], started: float, out: Path | None, log: Callable[[str], None]
+) -> int:
+    """Close a run's document (duration, load at the end, whether every target was met), print
+    it, write it to ``out`` when given. Returns the exit status (0)."""
+    doc["seconds"] = round(time.perf_counter() - started, 1)
+    doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    if "results" in doc:
+        doc["all_met"] = all(r["met"] for r in doc["results"])
+    text = json.dumps(doc, indent=2)
+    print(text)
+    if out:
+        out.write_text(text + "\n", encoding="utf-8")
+    verdict = f"; all targets met: {doc['all_met']}" if "all_met" in doc else ""
+    log(f"done in {doc['seconds']} s{verdict}")
+    return 0
