@@ -60,3 +60,26 @@ def finish(
     verdict = f"; all targets met: {doc['all_met']}" if "all_met" in doc else ""
     log(f"done in {doc['seconds']} s{verdict}")
     return 0
+
+
+def result(
+    metric: str,
+    value: float,
+    unit: str,
+    baseline: float | None,
+    *,
+    target: str,
+    met: bool,
+    digits: int = 4,
+) -> dict[str, Any]:
+    """One measurement beside its same-run baseline; ``ratio`` is value / baseline."""
+    ratio = value / baseline if baseline else None
+    return {
+        "metric": metric,
+        "value": round(value, digits),
+        "unit": unit,
+        "baseline": round(baseline, digits) if baseline is not None else None,
+        "ratio": round(ratio, 3) if ratio is not None else None,
+        "target": target,
+        "met": bool(met),
+    }

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import morphz
-from _bench_common import finish, machine, pct
+from _bench_common import finish, machine, pct, result
 
 FULL = {
     "samples": 5000,
@@ -63,22 +63,6 @@ def block_rate(blocks: list[list[int]]) -> float:
 
 def flat(blocks: list[list[int]]) -> list[int]:
     return [sample for block in blocks for sample in block]
-
-
-def result(
-    metric: str, value: float, unit: str, baseline: float, *, target: str, met: bool
-) -> dict[str, Any]:
-    """One measurement beside its baseline; ``ratio`` is value / baseline."""
-    ratio = value / baseline if baseline else None
-    return {
-        "metric": metric,
-        "value": round(value, 4),
-        "unit": unit,
-        "baseline": round(baseline, 4),
-        "ratio": round(ratio, 3) if ratio is not None else None,
-        "target": target,
-        "met": bool(met),
-    }
 
 
 # ------------------------------------------------------------ Morphz side

@@ -27,6 +27,7 @@ from typing import Any
 import morphz
 from _bench_common import finish, machine
 from _bench_common import pct as _pct
+from _bench_common import result as _result
 from morphz.recall.documents import time_us
 from morphz.recall.search import COMMON_DOCS
 from morphz.recall.tokenize import FTS5_TOKENIZER, index_text, match_query, query_terms
@@ -64,12 +65,7 @@ def pct(samples_ns: list[int], q: float) -> float:
 def result(
     metric: str, value: float, unit: str, baseline: float, *, target: str, met: bool
 ) -> dict[str, Any]:
-    """One measurement beside its same-run baseline; ``ratio`` is value / baseline."""
-    ratio = round(value / baseline, 3) if baseline else None
-    values = (metric, round(value, 3), unit, round(baseline, 3), ratio, target, bool(met))
-    return dict(
-        zip(("metric", "value", "unit", "baseline", "ratio", "target", "met"), values, strict=True)
-    )
+    return _result(metric, value, unit, baseline, target=target, met=met, digits=3)
 
 
 # ------------------------------------------------------------ the synthetic corpus

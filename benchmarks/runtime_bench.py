@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import morphz
-from _bench_common import finish, machine, pct
+from _bench_common import finish, machine, pct, result
 from morphz.encoding import EncodeOptions
 from morphz.interfaces.cli_agent import build_tools
 from morphz.runtime.config import Settings
@@ -56,22 +56,6 @@ _OBS = re.compile(r"^ \(observation (@e(\d+)) \(kind (\w+)\) \(session ([^)\s]+)
 
 def log(message: str) -> None:
     print(f"[runtime-bench] {message}", file=sys.stderr, flush=True)
-
-
-def result(
-    metric: str, value: float, unit: str, baseline: float | None, *, target: str, met: bool
-) -> dict[str, Any]:
-    """One measurement beside its baseline; ``ratio`` is value / baseline."""
-    ratio = value / baseline if baseline else None
-    return {
-        "metric": metric,
-        "value": round(value, 4),
-        "unit": unit,
-        "baseline": round(baseline, 4) if baseline is not None else None,
-        "ratio": round(ratio, 3) if ratio is not None else None,
-        "target": target,
-        "met": bool(met),
-    }
 
 
 def version_of(encoding: str) -> int:
