@@ -31,6 +31,8 @@ import morphz
 from _bench_common import finish, machine, pct
 from morphz import demo
 from morphz.encoding import DeltaEncoder, EncodeOptions, PrefixMeter, render
+from morphz.encoding.blocks import CacheLayout, PlainLayouts
+from morphz.encoding.prefix import BlockCacheMeter
 
 FULL = {"histories": [1_000, 1_000_000], "active": [50, 500, 5_000], "samples": 200, "warmup": 10}
 QUICK = {**FULL, "histories": [1_000, 100_000], "samples": 40, "warmup": 5}
@@ -351,6 +353,10 @@ def bench_prefix(tmp: Path, policy: str) -> tuple[list[dict[str, Any]], dict[str
     authority = {"context_tx": "allow", "recall": "allow", "run_tests": "allow", "deploy": "ask"}
     schemas = tool_schemas()
     plain, with_delta, delta = PrefixMeter(), PrefixMeter(), DeltaEncoder()
+    # a cache that keeps prefixes only at marked blocks (Anthropic's), with the adapter's layout
+    # and, as the baseline, the whole request as one block marked at its end
+    blocks = {name: BlockCacheMeter() for name in ("plain", "delta", "plain-1", "delta-1")}
+    layouts = PlainLayouts()
     compile_ns, static, fresh, seen, kind = [], 0, 0, set(), "first"
     lost: Counter[str] = Counter()  # bytes not reused, by where and after which agent turn
     peak, retirements = 0, 0
@@ -369,6 +375,11 @@ def bench_prefix(tmp: Path, policy: str) -> tuple[list[dict[str, Any]], dict[str
         plain.add(f"{schemas}\n{encoding.text}")
         request = f"{schemas}\n{delta.next(encoding)}"
         with_delta.add(request)
+        head = len(schemas) + 1
+        blocks["plain"].add(f"{schemas}\n{encoding.text}", layouts.next(encoding).shifted(head))
+        blocks["delta"].add(request, delta.layout.shifted(head))
+        for name, text in (("plain-1", f"{schemas}\n{encoding.text}"), ("delta-1", request)):
+            blocks[name].add(text, CacheLayout(len(text), (), (len(text),)))
         if step:
             new = [o for o in encoding.state.observations if o.seq not in seen]
             fresh += sum(len(render.observation(o).encode()) + 2 for o in new)  # never reusable
@@ -395,6 +406,12 @@ def bench_prefix(tmp: Path, policy: str) -> tuple[list[dict[str, Any]], dict[str
         entry(f"prefix_reuse_with_delta{suffix}", with_delta.rate, "share", plain.rate,
               target=">= 0.97", met=with_delta.rate >= 0.97, requests=with_delta.requests,
               rebuilds=delta.rebuilds, increments=delta.increments),
+    ]  # fmt: skip
+    results += [
+        entry(f"block_cache_reuse_{mode}_delta{suffix}", blocks[key].rate, "share",
+              blocks[f"{key}-1"].rate, meter=meter.rate, input_cost=round(blocks[key].cost, 4),
+              baseline_input_cost=round(blocks[f"{key}-1"].cost, 4))
+        for mode, key, meter in (("without", "plain", plain), ("with", "delta", with_delta))
     ]  # fmt: skip
     details = {
         "policy": policy,

@@ -25,6 +25,7 @@ import httpx2
 import openai
 import pytest
 
+from morphz.encoding.blocks import CacheLayout
 from morphz.errors import InputError
 from morphz.runtime.models.anthropic_messages import AnthropicMessagesModel
 from morphz.runtime.models.base import (
@@ -569,6 +570,51 @@ def test_anthropic_text_reply_and_the_request_shape() -> None:
         "input_schema": TOOLS[1].parameters,
     }
     assert body["max_tokens"] == 4096
+
+
+LAYOUT = CacheLayout(len(ENCODING), (40, ENCODING.index("\n(mind")), (40, len(ENCODING)))
+
+
+@pytest.mark.parametrize(
+    ("cache", "control"),
+    [("5m", {"type": "ephemeral"}), ("1h", {"type": "ephemeral", "ttl": "1h"})],
+)
+def test_anthropic_cuts_the_encoding_and_marks_the_cache_layout(
+    cache: str, control: dict[str, str]
+) -> None:
+    replay = Replay.load("anthropic_text.json")
+    run(anthropic_model(replay, prompt_cache=cache), ModelRequest(ENCODING, TOOLS, layout=LAYOUT))
+    blocks = replay.bodies()[0]["messages"][0]["content"]
+    assert "".join(b["text"] for b in blocks) == ENCODING
+    mind = ENCODING.index("\n(mind")
+    assert [b["text"] for b in blocks] == [ENCODING[:40], ENCODING[40:mind], ENCODING[mind:]]
+    assert [b.get("cache_control") for b in blocks] == [control, None, control]
+    assert all(b["type"] == "text" for b in blocks)
+
+
+def test_anthropic_prompt_cache_off_or_no_layout_sends_one_unmarked_block() -> None:
+    for cache, layout in (("off", LAYOUT), ("5m", None)):
+        replay = Replay.load("anthropic_text.json")
+        run(
+            anthropic_model(replay, prompt_cache=cache),
+            ModelRequest(ENCODING, TOOLS, layout=layout),
+        )
+        assert replay.bodies()[0]["messages"][0]["content"] == [{"type": "text", "text": ENCODING}]
+
+
+def test_anthropic_sends_at_most_four_marks_the_last_ones() -> None:
+    cuts = tuple(range(10, 70, 10))
+    layout = CacheLayout(len(ENCODING), cuts, (*cuts, len(ENCODING)))
+    replay = Replay.load("anthropic_text.json")
+    run(anthropic_model(replay), ModelRequest(ENCODING, TOOLS, layout=layout))
+    blocks = replay.bodies()[0]["messages"][0]["content"]
+    assert len(blocks) == 7
+    assert ["cache_control" in b for b in blocks] == [False] * 3 + [True] * 4
+
+
+def test_anthropic_refuses_an_unknown_prompt_cache() -> None:
+    with pytest.raises(InputError, match="prompt_cache must be 5m, 1h or off"):
+        AnthropicMessagesModel("claude", api_key=KEY, prompt_cache="forever")
 
 
 def test_anthropic_tool_use_blocks_become_tool_calls() -> None:

@@ -20,11 +20,13 @@ import pytest
 import morphz
 from morphz.capacity import Budget
 from morphz.encoding.compile import Encoding
+from morphz.encoding.prefix import BlockCacheMeter
 from morphz.encoding.tokens import estimate_tokens
 from morphz.errors import InputError
 from morphz.interfaces.cli_agent import build_tools
-from morphz.runtime.config import Settings, load
+from morphz.runtime.config import Settings, load, make_model
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
+from morphz.runtime.models.anthropic_messages import AnthropicMessagesModel
 from morphz.runtime.models.base import ContextTooLongError, ModelRequest, ModelResponse, ToolCall
 from morphz.runtime.models.scripted import FunctionModel, ScriptedModel
 
@@ -143,6 +145,20 @@ def test_delta_requests_extend_the_previous_one(
         assert new and all(f"@e{seq}" in increment for seq in new)
         assert version_of(after) == fresh.state.version
     assert "work/two" in texts[-1][len(texts[-2]) :]
+
+
+@pytest.mark.parametrize("delta", [False, True])
+def test_every_request_carries_its_cache_layout(
+    ctx: morphz.Context, workspace: Path, monkeypatch: pytest.MonkeyPatch, delta: bool
+) -> None:
+    """Each request is cut and marked so that a cache storing only at its marks finds what the
+    previous request stored (the layouts themselves: tests/test_cache_layout.py)."""
+    run = activate(ctx, workspace, monkeypatch, working, delta=delta)
+    meter = BlockCacheMeter()
+    for request in run.requests:
+        assert request.layout is not None and request.layout.size == len(request.encoding)
+        meter.add(request.encoding, request.layout)
+    assert meter.read > 0.5 * meter.total
 
 
 def test_without_delta_every_request_is_the_fresh_encoding(
@@ -322,6 +338,29 @@ def test_delta_is_turned_on_per_model(tmp_path: Path) -> None:
     ],
 )
 def test_bad_model_sections_are_refused(tmp_path: Path, text: str, message: str) -> None:
+    project = _write(tmp_path / "project", text)
+    with pytest.raises(InputError, match=re.escape(message)):
+        load(tmp_path / "home", project, {})
+
+
+def test_anthropic_prompt_cache_is_configured_in_its_table(tmp_path: Path) -> None:
+    project = _write(tmp_path / "project", '[anthropic]\nprompt_cache = "1h"\n')
+    settings = load(tmp_path / "home", project, {})
+    assert settings.anthropic_prompt_cache == "1h"
+    assert load(tmp_path / "home", tmp_path / "nowhere", {}).anthropic_prompt_cache == "5m"
+    model = make_model("anthropic:claude", settings, {"ANTHROPIC_API_KEY": "k"})
+    assert isinstance(model, AnthropicMessagesModel) and model.prompt_cache == "1h"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[anthropic]\nprompt_cache = "1d"\n', "prompt_cache must be 5m, 1h or off"),
+        ('[anthropic]\ncache = "1h"\n', "unknown keys ['cache'] in [anthropic]"),
+        ('anthropic = "x"\n', "[anthropic] must be a table"),
+    ],
+)
+def test_bad_anthropic_tables_are_refused(tmp_path: Path, text: str, message: str) -> None:
     project = _write(tmp_path / "project", text)
     with pytest.raises(InputError, match=re.escape(message)):
         load(tmp_path / "home", project, {})

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from morphz.encoding import render
+from morphz.encoding.blocks import CacheLayout, encoding_layout
 from morphz.encoding.compile import ActiveState, Encoding
 from morphz.txlang.sexpr import SList, read_one, to_text
 
@@ -71,19 +72,33 @@ class DeltaEncoder:
         self.sent: DeltaState | None = None
         self.rebuilds = 0
         self.increments = 0
+        self._seed_layout: CacheLayout | None = None
+        self._cuts: list[int] = []  # where each increment of the current request starts
 
     def reset(self) -> None:
         """Forget what was sent: the next request is a new seed."""
         self.text, self.sent = None, None
 
+    @property
+    def layout(self) -> CacheLayout:
+        """The cache layout of the last request (see :mod:`morphz.encoding.blocks`)."""
+        if self.text is None or self._seed_layout is None:
+            raise ValueError("no request was built yet")
+        return self._seed_layout.extended(len(self.text), tuple(self._cuts))
+
     def next(self, encoding: Encoding) -> str:
         """The request for ``encoding`` (a fresh compile of the current state)."""
         if self.text is None or self.sent is None or self._contradicts(encoding.state):
+            layout = encoding_layout(encoding, seed=True)
+            if self.text is not None and self._seed_layout is not None:
+                layout = layout.anchored(encoding.text, self.text, self.layout.marks)
             self.text = encoding.text
             self.sent = _snapshot(encoding)
+            self._seed_layout, self._cuts = layout, []
             self.rebuilds += 1
             return self.text
         now = _snapshot(encoding)
+        self._cuts.append(len(self.text))
         self.text += self._increment(encoding, self.sent, now)
         self.sent = now
         self.increments += 1

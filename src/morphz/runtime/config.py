@@ -19,6 +19,8 @@ points the OpenAI-compatible adapter at vLLM, Ollama, llama.cpp server or a host
     exec = "ask"
     [openai]
     base_url = "http://localhost:11434/v1"
+    [anthropic]
+    prompt_cache = "5m"               # 5m | 1h | off: marks for Anthropic's prompt cache
     [models."openai:gpt-4o-mini"]     # per model spec
     delta = true                      # ContextDelta: requests extend the previous one
 """
@@ -55,6 +57,7 @@ class Settings:
     policies: dict[str, Policy] = field(default_factory=lambda: dict(DEFAULT_POLICIES))
     openai_base_url: str | None = None
     anthropic_base_url: str | None = None
+    anthropic_prompt_cache: str = "5m"
     files: tuple[Path, ...] = ()  # the configuration files that were read (protected paths)
     delta_models: frozenset[str] = frozenset()  # model specs with ContextDelta turned on
 
@@ -112,6 +115,7 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         if "limit" in spec:
             spec["configured"] = spec.pop("limit")
         budget = Budget(**spec)
+    anthropic = _anthropic(data.get("anthropic", {}))
     ask = data.get("ask_default", "deny")
     if ask not in ("allow", "deny"):
         raise InputError("ask_default must be allow or deny")
@@ -122,10 +126,26 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         budget=budget,
         policies=policies,
         openai_base_url=dict(data.get("openai", {})).get("base_url") or env.get("OPENAI_BASE_URL"),
-        anthropic_base_url=dict(data.get("anthropic", {})).get("base_url"),
+        anthropic_base_url=anthropic.get("base_url"),
+        anthropic_prompt_cache=anthropic.get("prompt_cache", "5m"),
         files=files,
         delta_models=_delta_models(data.get("models", {})),
     )
+
+
+def _anthropic(section: Any) -> dict[str, str]:
+    """The ``[anthropic]`` table: ``base_url`` and ``prompt_cache`` (5m, 1h or off)."""
+    if not isinstance(section, dict):
+        raise InputError('[anthropic] must be a table, e.g. prompt_cache = "1h"')
+    unknown = set(section) - {"base_url", "prompt_cache"}
+    if unknown:
+        raise InputError(
+            f"unknown keys {sorted(unknown)} in [anthropic]: use base_url, prompt_cache"
+        )
+    cache = section.get("prompt_cache", "5m")
+    if cache not in ("5m", "1h", "off"):
+        raise InputError(f"[anthropic] prompt_cache must be 5m, 1h or off, not {cache!r}")
+    return {str(k): str(v) for k, v in section.items()}
 
 
 def _delta_models(models: Any) -> frozenset[str]:
@@ -173,5 +193,10 @@ def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:
         key = env.get("ANTHROPIC_API_KEY")
         if key is None:
             raise InputError("set ANTHROPIC_API_KEY to use anthropic:NAME")
-        return AnthropicMessagesModel(name, base_url=settings.anthropic_base_url, api_key=key)
+        return AnthropicMessagesModel(
+            name,
+            base_url=settings.anthropic_base_url,
+            api_key=key,
+            prompt_cache=settings.anthropic_prompt_cache,
+        )
     raise InputError(f"unknown model kind {kind!r}: use openai:, anthropic: or scripted:")

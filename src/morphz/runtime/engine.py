@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from morphz import events as ev
 from morphz.capacity import Budget, Item, select_batch
 from morphz.encoding import render
+from morphz.encoding.blocks import CacheLayout, PlainLayouts
 from morphz.encoding.compile import PRESSURE_SLACK, EncodeOptions, Encoding
 from morphz.encoding.delta import DeltaEncoder
 from morphz.encoding.sessions import MAX_REFS
@@ -148,6 +149,7 @@ class _Run:
         self._delta = DeltaEncoder()
         self._shape: tuple[bool, frozenset[int] | None] | None = None  # of the last request
         self._increment_sent = False  # the last request was a ContextDelta increment
+        self._layouts = PlainLayouts()  # without ContextDelta
         self.tc = ToolContext(
             engine.ctx,
             session,
@@ -197,8 +199,8 @@ class _Run:
                 return None
             encoding = batch
         tools = tuple(t.schema for t in self.e.tools.offered(self.maintenance))
-        text = self._text(encoding)
-        return ModelRequest(text, tools, (), self.e.config.max_output_tokens)
+        text, layout = self._text(encoding)
+        return ModelRequest(text, tools, (), self.e.config.max_output_tokens, layout)
 
     async def _decide(self) -> Encoding:
         """The encoding of this step, compiled in the mode it is sent in: one compile unless the
@@ -287,13 +289,13 @@ class _Run:
 
     # -- ContextDelta
 
-    def _text(self, encoding: Encoding) -> str:
-        """What the model is sent: the encoding, or with ContextDelta the previous request plus
-        an increment. A new tool set or a batch starts a new seed, and so does an increment
-        that would bring the request sent to critical pressure."""
+    def _text(self, encoding: Encoding) -> tuple[str, CacheLayout]:
+        """What the model is sent, and its cache layout: the encoding, or with ContextDelta the
+        previous request plus an increment. A new tool set or a batch starts a new seed, and so
+        does an increment that would bring the request sent to critical pressure."""
         self._increment_sent = False
         if not self.e.config.delta:
-            return encoding.text
+            return encoding.text, self._layouts.next(encoding)
         only = encoding.options.only_observations
         shape = (self.maintenance, only)
         if only is not None or shape != self._shape:
@@ -305,7 +307,7 @@ class _Run:
             self._delta = DeltaEncoder()
             text = self._delta.next(encoding)
         self._increment_sent = self._delta.increments > before
-        return text
+        return text, self._delta.layout
 
     def _critical(self, text: str, encoding: Encoding) -> bool:
         sent = count([text, *encoding.options.extra_parts], self.e.calibration)

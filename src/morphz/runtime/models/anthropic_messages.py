@@ -9,10 +9,16 @@ used); without a ``base_url`` the Anthropic endpoint is used.
 Request mapping (:class:`ModelRequest` → ``POST /v1/messages``)::
 
     system   = PREAMBLE
-    messages = [{"role": "user", "content": [{"type": "text", "text": <the Context Encoding>}]},
+    messages = [{"role": "user", "content": <the Context Encoding as text blocks>},
                 *<the request's extra messages>]
     tools    = [{"name", "description", "input_schema"}, ...]
     max_tokens = the request's max_output_tokens (capped by the adapter's, when set)
+
+Prompt caching: Anthropic reuses a cached prefix only up to a block marked with
+``cache_control`` and finds one only at block boundaries. When the request has a cache layout
+(:mod:`morphz.encoding.blocks`), the encoding is cut into text blocks there and the layout's marks
+(at most three) get ``{"type": "ephemeral"}`` (with ``"ttl": "1h"`` when ``prompt_cache="1h"``);
+``prompt_cache="off"`` or no layout sends it as one unmarked block.
 
 Extra messages: assistant tool calls become ``tool_use`` blocks (their raw arguments parsed
 back to the ``input`` object; text that is not a JSON object is kept as
@@ -51,6 +57,8 @@ if TYPE_CHECKING:
 
 AUTH_HINT = "ANTHROPIC_API_KEY or [anthropic] base_url in morphz.toml"
 PROVIDER = "Anthropic"
+PROMPT_CACHE = ("5m", "1h", "off")  # the cache lifetime of the marks, or no marks
+MAX_MARKS = 4  # the API's limit of cache_control breakpoints per request
 
 
 def load_sdk() -> ModuleType:
@@ -74,12 +82,16 @@ class AnthropicMessagesModel(SdkAdapter):
     default_base_url = "https://api.anthropic.com"
     client_class = "AsyncAnthropic"
 
-    def __init__(self, model: str, **settings: Any) -> None:
-        """``settings``: those of :class:`~morphz.runtime.models.sdk.SdkAdapter`."""
+    def __init__(self, model: str, *, prompt_cache: str = "5m", **settings: Any) -> None:
+        """``prompt_cache``: 5m, 1h or off (see the module's docstring); ``settings``: those
+        of :class:`~morphz.runtime.models.sdk.SdkAdapter`."""
+        if prompt_cache not in PROMPT_CACHE:
+            raise InputError(f"prompt_cache must be 5m, 1h or off, not {prompt_cache!r}")
         super().__init__(load_sdk(), model, **settings)
+        self.prompt_cache = prompt_cache
 
     async def request(self, request: ModelRequest) -> ModelResponse:
-        messages = anthropic_messages(request)
+        messages = anthropic_messages(request, self.prompt_cache)
         tools = anthropic_tools(request.tools)
 
         async def send() -> bytes:
@@ -99,11 +111,9 @@ class AnthropicMessagesModel(SdkAdapter):
 # -- request
 
 
-def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
+def anthropic_messages(request: ModelRequest, cache: str = "5m") -> list[dict[str, Any]]:
     """The encoding as the first user turn, then the extra messages, same-role turns merged."""
-    turns: list[dict[str, Any]] = [
-        {"role": "user", "content": [{"type": "text", "text": request.encoding}]}
-    ]
+    turns: list[dict[str, Any]] = [{"role": "user", "content": encoding_blocks(request, cache)}]
     for message in request.messages:
         role, blocks = message_blocks(message)
         if turns[-1]["role"] == role:
@@ -111,6 +121,21 @@ def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
         else:
             turns.append({"role": role, "content": blocks})
     return turns
+
+
+def encoding_blocks(request: ModelRequest, cache: str) -> list[dict[str, Any]]:
+    """The encoding as text blocks cut and marked by its cache layout (the last marks when
+    there are more than the API allows)."""
+    layout = request.layout
+    if layout is None or cache == "off":
+        return [{"type": "text", "text": request.encoding}]
+    control = {"type": "ephemeral"} | ({"ttl": cache} if cache != "5m" else {})
+    blocks = list(layout.blocks(request.encoding))
+    marked = [i for i, (_, mark) in enumerate(blocks) if mark][-MAX_MARKS:]
+    out: list[dict[str, Any]] = [{"type": "text", "text": text} for text, _ in blocks]
+    for index in marked:
+        out[index]["cache_control"] = control
+    return out
 
 
 def message_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:

@@ -2,8 +2,10 @@
 
 A request carries the Context Encoding (the whole context the model evaluates), the messages
 of the current activation that are not yet in the encoding (normally none: tool results arrive
-as observations), and the tool schemas on offer. A response is a reply text, tool calls, or
-both, with the input/output usage the provider reported (it feeds token calibration).
+as observations), the tool schemas on offer, and optionally the encoding's cache layout (where
+an adapter whose provider caches only at marked blocks should cut and mark the text). A response
+is a reply text, tool calls, or both, with the input/output usage the provider reported (it feeds
+token calibration).
 
 Provider errors are a small tree under :class:`ProviderError` so the runtime can react: retry
 after a rate limit, enter maintenance after a context-too-long refusal, fail the step on a bad
@@ -15,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from morphz.encoding.blocks import CacheLayout
 from morphz.errors import MorphzError
 
 
@@ -89,6 +92,7 @@ class ModelRequest:
     tools: tuple[ToolSchema, ...]
     messages: tuple[Message, ...] = ()
     max_output_tokens: int = 4096
+    layout: CacheLayout | None = None  # of ``encoding``; None: send it as one block
 
 
 @dataclass(frozen=True, slots=True)

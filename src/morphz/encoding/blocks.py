@@ -1,0 +1,116 @@
+"""Where a request's text may be cut into blocks, and which block ends a provider should cache.
+
+Some providers cache a prompt prefix only where the request marks it (Anthropic: a
+``cache_control`` breakpoint on a content block, at most four per request) and look an earlier
+entry up only at block boundaries (up to 20 boundaries back from each mark). The prefix the
+encoding keeps stable is only reused there if the request is cut where that prefix ends. A
+:class:`CacheLayout` names the cuts and the marks as character offsets into the text sent:
+
+- without ContextDelta (:func:`encoding_layout`): cuts after the evaluation-profile region and
+  after every inbox item; marks at the end of the evaluation-profile (the fixed prefix, still
+  reused after a retirement batch) and at the end of the last inbox item (the prefix the next
+  request extends: its end is a cut of the next request, a few boundaries back). Not at the end
+  of the text: what follows the inbox changes with every request, so caching it would only pay
+  the provider's write premium;
+- with ContextDelta (:meth:`CacheLayout.extended`): the seed's cuts, a cut at the end of the seed
+  and of every increment, and marks at the end of the evaluation-profile, of the seed's inbox
+  and of the whole request (what the next increment extends). A rebuilt seed also marks where
+  the previous seed's inbox ended when it still shares that prefix (:meth:`CacheLayout.anchored`:
+  a revision rebuilds the seed after many observations arrived, more than a provider looks
+  back).
+
+Providers that cache every prefix on their own (OpenAI-compatible servers) ignore the layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from morphz.encoding import render
+from morphz.encoding.compile import Encoding
+
+
+@dataclass(frozen=True, slots=True)
+class CacheLayout:
+    """Cuts (``0 < cut < size``) and marks (cuts, or ``size`` itself), sorted, in characters."""
+
+    size: int
+    cuts: tuple[int, ...]
+    marks: tuple[int, ...]
+
+    def blocks(self, text: str) -> Iterator[tuple[str, bool]]:
+        """``text`` cut into non-empty pieces, each with whether a mark ends it."""
+        if len(text) != self.size:
+            raise ValueError(f"the layout is for {self.size} characters, not {len(text)}")
+        marks, start = set(self.marks), 0
+        for end in (*self.cuts, self.size):
+            if end > start:
+                yield text[start:end], end in marks
+                start = end
+
+    def anchored(self, text: str, previous: str, marks: tuple[int, ...]) -> CacheLayout:
+        """This layout of ``text`` with one more mark: the furthest of ``marks`` (the marks of
+        the ``previous`` request) that is one of its cuts and ends a prefix the two share. A
+        provider looks back only so many boundaries from a mark; marking where the previous
+        request stored a prefix finds it however far back it is."""
+        cuts = set(self.cuts)
+        for mark in sorted(marks, reverse=True):
+            if mark in cuts and text[:mark] == previous[:mark]:
+                if mark in self.marks:
+                    return self
+                return CacheLayout(self.size, self.cuts, tuple(sorted((*self.marks, mark))))
+        return self
+
+    def shifted(self, by: int) -> CacheLayout:
+        """The layout of the same text sent after ``by`` characters of something else (the
+        first block takes them in)."""
+        return CacheLayout(
+            self.size + by, tuple(c + by for c in self.cuts), tuple(m + by for m in self.marks)
+        )
+
+    def extended(self, size: int, cuts: tuple[int, ...] = ()) -> CacheLayout:
+        """This layout of a seed, grown to a request of ``size`` characters that appends
+        increments to it: a cut at the seed's end and at each of ``cuts``; the seed's last mark
+        moves to the request's end."""
+        kept = tuple(m for m in self.marks if m < self.size)
+        tail = sorted({c for c in (self.size, *cuts) if self.size <= c < size})
+        return CacheLayout(size, (*self.cuts, *tail), (*kept, size))
+
+
+def encoding_layout(encoding: Encoding, *, seed: bool = False) -> CacheLayout:
+    """The layout of ``encoding`` sent as it is; with ``seed`` (a ContextDelta seed) the end of
+    the text is marked too."""
+    text, data = encoding.text, encoding.text.encode()
+    ends = {r.name: r for r in encoding.regions}
+
+    def chars(offset: int) -> int:  # a byte offset of the UTF-8 text as a character offset
+        return offset if text.isascii() else len(data[:offset].decode())
+
+    profile = chars(ends["evaluation-profile"].end)
+    cuts, marks = [profile], [profile]
+    offset = chars(ends["inbox"].start) + len("(inbox\n ")
+    threshold = encoding.options.preview_threshold
+    for index, obs in enumerate(encoding.state.observations):
+        offset += (2 if index else 0) + len(render.observation(obs, threshold))  # "\n " between
+        cuts.append(offset)
+    if encoding.state.observations:
+        marks.append(offset)
+    if seed:
+        marks.append(len(text))
+    return CacheLayout(len(text), tuple(c for c in cuts if c < len(text)), tuple(marks))
+
+
+@dataclass(slots=True)
+class PlainLayouts:
+    """The layouts of a run of requests sent without ContextDelta, each anchored on the one
+    before (:meth:`CacheLayout.anchored`)."""
+
+    last: tuple[str, CacheLayout] | None = None
+
+    def next(self, encoding: Encoding) -> CacheLayout:
+        layout = encoding_layout(encoding)
+        if self.last is not None:
+            layout = layout.anchored(encoding.text, self.last[0], self.last[1].marks)
+        self.last = (encoding.text, layout)
+        return layout
