@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 import morphz
 from histories import STEP, Clock, History
 from morphz.encoding import DeltaEncoder, EncodeOptions, PrefixMeter, common_prefix
+from morphz.encoding.compile import PRESSURE_SLACK, pressure_figures
+from morphz.encoding.tokens import count
 from morphz.txlang import SList, read, read_one
 from morphz.txlang.sexpr import quote, to_text
 
@@ -87,11 +89,19 @@ def test_new_observations_and_frames_are_sent_as_increments(ctx: morphz.Context)
         assert isinstance(forms[0], SList) and forms[0].head == "context-encoding"
 
 
-def test_an_unchanged_state_still_gets_a_fresh_kernel(ctx: morphz.Context) -> None:
+def test_an_unchanged_state_updates_only_the_pressure_of_the_longer_request(
+    ctx: morphz.Context,
+) -> None:
+    """Nothing changed but the request grew by an increment: the kernel's pressure is that of
+    the request sent, seed and increment, not of the fresh encoding."""
     encoder, first = seeded(ctx)
-    second = encoder.next(ctx.encode(OPTS))
-    assert heads(increment(first, second)) == []  # nothing changed: an empty increment
-    assert second[len(first) :] == "\n(context-delta)\n(evaluate)\n"
+    fresh = ctx.encode(OPTS)
+    second = encoder.next(fresh)
+    sent = encoder.pressure
+    assert sent is not None and sent.tokens > fresh.pressure.tokens
+    figures = f"(pressure {pressure_figures(sent)})"
+    assert second[len(first) :] == f"\n(context-delta\n (kernel-update {figures}))\n(evaluate)\n"
+    assert count([second]).tokens <= sent.tokens <= count([second]).tokens + PRESSURE_SLACK
 
 
 def _rebuilt(encoder: DeltaEncoder, ctx: morphz.Context, previous: str) -> str:
@@ -380,8 +390,8 @@ def test_the_seed_with_its_increments_reads_as_the_fresh_encoding(
 ) -> None:
     """Whatever happens between requests, a model applying the increments to the seed reads the
     same inbox, frames, relations, checkpoints, observation state, kernel and environment as a
-    fresh encoding of the same state shows; and each request extends the previous one unless
-    it is a rebuilt seed."""
+    fresh encoding of the same state shows, but for the pressure, which is the request's; and
+    each request extends the previous one unless it is a rebuilt seed."""
     with tempfile.TemporaryDirectory() as folder:
         db = morphz.open(Path(folder) / "morphz.db", now=Clock())
         try:
@@ -395,7 +405,15 @@ def test_the_seed_with_its_increments_reads_as_the_fresh_encoding(
                 rebuilds = encoder.rebuilds
                 request = encoder.next(fresh)
                 assert request.startswith(previous) or encoder.rebuilds == rebuilds + 1
-                assert reconstruct(request) == reconstruct(fresh.text)
+                read, expected = reconstruct(request), reconstruct(fresh.text)
+                # the pressure is that of the request sent (the fresh one's for a seed)
+                assert encoder.pressure is not None
+                figures = f"(pressure {pressure_figures(encoder.pressure)})"
+                kernels = read["kernel"], expected["kernel"]
+                assert isinstance(kernels[0], dict) and isinstance(kernels[1], dict)
+                assert kernels[0].pop("pressure") == figures
+                kernels[1].pop("pressure")
+                assert read == expected
                 previous = request
         finally:
             db.close()

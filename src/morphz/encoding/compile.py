@@ -163,7 +163,15 @@ def _running(a: ActivationRow) -> str:
     return f"({a.activation_id} (session {a.session_id}){root}{goal})"
 
 
-def _pressure_figures(p: Pressure) -> str:
+def sent_pressure(encoding: Encoding, text: str) -> Pressure:
+    """The pressure of sending ``text`` (a ContextDelta request built on ``encoding``) with the
+    parts ``encoding`` was measured with, counted the way the compile counts."""
+    opts = encoding.options
+    measured = count([text, *opts.extra_parts], opts.calibration, opts.counter)
+    return pressure(measured.tokens + PRESSURE_SLACK, measured.kind, encoding.pressure.budget)
+
+
+def pressure_figures(p: Pressure) -> str:
     b = p.budget
     return (
         f"(level {p.level}) (tokens {p.tokens}) (figure {p.kind}) (notice {b.notice}) "
@@ -241,7 +249,7 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     draft += [text for _, text in tail]
     measured = count([*draft, *opts.extra_parts], opts.calibration, opts.counter)
     level = pressure(measured.tokens + PRESSURE_SLACK, measured.kind, budget)
-    parts.append(("kernel", _kernel(r, opts, running, _pressure_figures(level))))
+    parts.append(("kernel", _kernel(r, opts, running, pressure_figures(level))))
     parts.extend(tail)
     return _assemble(parts, level, state, sessions, opts)
 

@@ -2,22 +2,24 @@
 previous request unchanged plus a structured increment of what arrived since, so a provider's
 prefix cache keeps hitting even when it only reuses whole earlier messages.
 
-The first request is a full encoding (the seed). An increment states only what changed since
-the last request: new observations, new frames and frames whose rendering changed (protection,
-or the remaining ticks of a retiring frame), new
-relations and checkpoints, and the entries of observation-state, session-directory, kernel and
-evaluation-environment that changed, then ``(evaluate)``. When something already sent
-changes (an observation retired, a frame revised, retired, restored or moved, a relation
-removed, a checkpoint dropped), increments would contradict it: the seed is rebuilt.
+The first request is a full encoding (the seed). An increment states only what changed since the
+last request: new observations, new frames and frames whose rendering changed (protection, or
+the remaining ticks of a retiring frame), new relations and checkpoints, and the entries of
+observation-state, session-directory, kernel and evaluation-environment that changed, then
+``(evaluate)``. The kernel's pressure in an increment is that of the whole request sent (seed
+and increments), not of the fresh encoding. When something already sent changes (an observation
+retired, a frame revised, retired, restored or moved, a relation removed, a checkpoint dropped),
+increments would contradict it: the seed is rebuilt.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from morphz.capacity import Pressure
 from morphz.encoding import render
 from morphz.encoding.blocks import CacheLayout, encoding_layout
-from morphz.encoding.compile import ActiveState, Encoding
+from morphz.encoding.compile import ActiveState, Encoding, pressure_figures, sent_pressure
 from morphz.txlang.sexpr import SList, read_one, to_text
 
 # regions whose items an increment restates when they change, and the increment's name for them
@@ -72,6 +74,7 @@ class DeltaEncoder:
         self.sent: DeltaState | None = None
         self.rebuilds = 0
         self.increments = 0
+        self.pressure: Pressure | None = None  # of the last request, as its kernel states it
         self._seed_layout: CacheLayout | None = None
         self._cuts: list[int] = []  # where each increment of the current request starts
 
@@ -92,14 +95,21 @@ class DeltaEncoder:
             layout = encoding_layout(encoding, seed=True)
             if self.text is not None and self._seed_layout is not None:
                 layout = layout.anchored(encoding.text, self.text, self.layout.marks)
-            self.text = encoding.text
+            self.text, self.pressure = encoding.text, encoding.pressure
             self.sent = _snapshot(encoding)
             self._seed_layout, self._cuts = layout, []
             self.rebuilds += 1
             return self.text
         now = _snapshot(encoding)
+        # the kernel states the pressure of the request sent, increments included: measured
+        # with the figures left out, like the compile does (sent_pressure adds their slack)
+        now.items["kernel"]["pressure"] = "(pressure)"
+        sent = sent_pressure(encoding, self.text + self._increment(encoding, self.sent, now))
+        now.items["kernel"]["pressure"] = f"(pressure {pressure_figures(sent)})"
+        increment = self._increment(encoding, self.sent, now)
+        self.pressure = sent
         self._cuts.append(len(self.text))
-        self.text += self._increment(encoding, self.sent, now)
+        self.text += increment
         self.sent = now
         self.increments += 1
         return self.text

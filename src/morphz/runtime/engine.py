@@ -38,10 +38,10 @@ from morphz import events as ev
 from morphz.capacity import Budget, Item, select_batch
 from morphz.encoding import render
 from morphz.encoding.blocks import CacheLayout, PlainLayouts
-from morphz.encoding.compile import PRESSURE_SLACK, EncodeOptions, Encoding
+from morphz.encoding.compile import EncodeOptions, Encoding
 from morphz.encoding.delta import DeltaEncoder
 from morphz.encoding.sessions import MAX_REFS
-from morphz.encoding.tokens import Calibration, count, estimate_tokens
+from morphz.encoding.tokens import Calibration, estimate_tokens
 from morphz.errors import MorphzError
 from morphz.ids import ref_seq
 from morphz.observe import Observation
@@ -303,15 +303,12 @@ class _Run:
         self._shape = shape
         before = self._delta.increments
         text = self._delta.next(encoding)
-        if self._delta.increments > before and self._critical(text, encoding):
+        pressure = self._delta.pressure  # of the request, increments included
+        if self._delta.increments > before and pressure and pressure.level == "critical":
             self._delta = DeltaEncoder()
             text = self._delta.next(encoding)
         self._increment_sent = self._delta.increments > before
         return text, self._delta.layout
-
-    def _critical(self, text: str, encoding: Encoding) -> bool:
-        sent = count([text, *encoding.options.extra_parts], self.e.calibration)
-        return sent.tokens + PRESSURE_SLACK >= encoding.pressure.budget.critical
 
     async def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:
         """Learn from the input tokens the provider reported, and keep it with the context so
