@@ -233,6 +233,26 @@ def test_openai_text_reply_and_the_request_shape() -> None:
     assert replay.sleeps == []
 
 
+def test_openai_sends_a_delta_seed_and_each_increment_as_user_messages() -> None:
+    replay = Replay.load("openai_chat_text.json")
+    seed, one, two = (
+        ENCODING,
+        "\n(context-delta\n (arrived x))\n(evaluate)\n",
+        "\n(context-delta)\n(evaluate)\n",
+    )
+    text = seed + one + two
+    turns = (len(seed), len(seed + one))
+    layout = CacheLayout(len(text), turns, (len(text),), turns)
+    run(openai_model(replay), ModelRequest(text, TOOLS, layout=layout))
+    messages = replay.bodies()[0]["messages"]
+    assert messages[1:] == [{"role": "user", "content": t} for t in (seed, one, two)]
+    # a layout without turns: one message
+    replay = Replay.load("openai_chat_text.json")
+    plain = CacheLayout(len(text), turns, (len(text),))
+    run(openai_model(replay), ModelRequest(text, TOOLS, layout=plain))
+    assert replay.bodies()[0]["messages"][1:] == [{"role": "user", "content": text}]
+
+
 def test_openai_tool_calls_keep_the_raw_argument_text() -> None:
     replay = Replay.load("openai_chat_tool_call.json")
     response = run(openai_model(replay), REQUEST)

@@ -12,6 +12,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +203,32 @@ def test_chat_against_an_openai_compatible_server(project: Path, server: Server)
     ]
     assert "production.yaml" in activity[2] and "activation_finished" in activity[5]
     assert "deployment/target" in result.stdout.split("Deploying to cn-shanghai.")[1]  # /mind
+    _check_store(db, server)
+
+
+@pytest.mark.parametrize("messages", [True, False])
+def test_delta_increments_reach_the_server_as_messages_of_their_own(
+    project: Path, server: Server, messages: bool
+) -> None:
+    """With ContextDelta each request repeats the previous one's messages unchanged and adds
+    one user message per increment (or, with delta_messages = false, one longer message)."""
+    setting = "" if messages else "delta_messages = false\n"
+    config = f'[models."openai:loop-model"]\ndelta = true\n{setting}'
+    (project / "morphz.toml").write_text(config, encoding="utf-8")
+    db = project / "m.db"
+    args = ["exec", "Prepare the deployment.", "--model", "openai:loop-model", "--db", str(db)]
+    result = CliRunner().invoke(main, [*args, "--workspace", str(project / "ws")])
+    assert result.exit_code == 0, result.output
+    sent = [body["messages"] for _, _, body in server.requests]
+    assert [m["role"] for m in sent[0]] == ["system", "user"]
+    assert sent[0][1]["content"].startswith("(context-encoding")
+    for before, after in pairwise(sent):
+        if messages:
+            assert after[: len(before)] == before  # every earlier message, unchanged
+            assert [m["role"] for m in after[len(before) :]] == ["user"]
+            assert after[-1]["content"].startswith("\n(context-delta")
+        else:
+            assert len(after) == 2 and after[1]["content"].startswith(before[1]["content"])
     _check_store(db, server)
 
 

@@ -145,6 +145,10 @@ def test_delta_requests_extend_the_previous_one(
         assert new and all(f"@e{seq}" in increment for seq in new)
         assert version_of(after) == fresh.state.version
     assert "work/two" in texts[-1][len(texts[-2]) :]
+    # each increment starts a turn of its own (a message, for the OpenAI-compatible adapter)
+    for number, request in enumerate(run.requests):
+        assert request.layout is not None
+        assert request.layout.turns == tuple(len(t) for t in texts[:number])
 
 
 @pytest.mark.parametrize("delta", [False, True])
@@ -325,6 +329,7 @@ def test_delta_is_turned_on_per_model(tmp_path: Path) -> None:
     assert not settings.delta_for("openai:other")
     # a project file's [models] replaces the home file's per model, not as a whole
     assert settings.delta_for("openai:small")
+    assert settings.delta_messages_for("openai:small")  # increments in messages of their own
     assert not load(tmp_path / "nobody", tmp_path / "nowhere", {}).delta_for("openai:small")
 
 
@@ -332,6 +337,7 @@ def test_delta_is_turned_on_per_model(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ('[models."openai:x"]\ndelta = "yes"\n', "delta must be true or false"),
+        ('[models."openai:x"]\ndelta_messages = 0\n', "delta_messages must be true or false"),
         ('[models."openai:x"]\ncache = true\n', "unknown keys ['cache']"),
         ('models = ["openai:x"]\n', "must be a table of model sections"),
         ('[models]\n"openai:x" = true\n', "must be a table"),
@@ -341,6 +347,14 @@ def test_bad_model_sections_are_refused(tmp_path: Path, text: str, message: str)
     project = _write(tmp_path / "project", text)
     with pytest.raises(InputError, match=re.escape(message)):
         load(tmp_path / "home", project, {})
+
+
+def test_delta_increments_can_share_the_seed_message(tmp_path: Path) -> None:
+    text = '[models."openai:strict"]\ndelta = true\ndelta_messages = false\n'
+    settings = load(tmp_path / "home", _write(tmp_path / "project", text), {})
+    assert settings.delta_for("openai:strict")
+    assert not settings.delta_messages_for("openai:strict")
+    assert settings.delta_messages_for("openai:other")
 
 
 def test_anthropic_prompt_cache_is_configured_in_its_table(tmp_path: Path) -> None:

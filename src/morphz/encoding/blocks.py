@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 
 from morphz.encoding import render
 from morphz.encoding.compile import Encoding
@@ -33,11 +34,22 @@ from morphz.encoding.compile import Encoding
 
 @dataclass(frozen=True, slots=True)
 class CacheLayout:
-    """Cuts (``0 < cut < size``) and marks (cuts, or ``size`` itself), sorted, in characters."""
+    """Cuts (``0 < cut < size``) and marks (cuts, or ``size`` itself), sorted, in characters;
+    ``turns``: the cuts where a ContextDelta seed or increment ends and the next increment
+    begins (an adapter whose provider reuses only whole earlier messages sends each piece as its
+    own message)."""
 
     size: int
     cuts: tuple[int, ...]
     marks: tuple[int, ...]
+    turns: tuple[int, ...] = ()
+
+    def turn_texts(self, text: str) -> list[str]:
+        """``text`` cut at the turns: the seed, then each increment."""
+        if len(text) != self.size:
+            raise ValueError(f"the layout is for {self.size} characters, not {len(text)}")
+        bounds = (0, *self.turns, self.size)
+        return [text[a:b] for a, b in pairwise(bounds) if b > a]
 
     def blocks(self, text: str) -> Iterator[tuple[str, bool]]:
         """``text`` cut into non-empty pieces, each with whether a mark ends it."""
@@ -59,23 +71,26 @@ class CacheLayout:
             if mark in cuts and text[:mark] == previous[:mark]:
                 if mark in self.marks:
                     return self
-                return CacheLayout(self.size, self.cuts, tuple(sorted((*self.marks, mark))))
+                marks = tuple(sorted((*self.marks, mark)))
+                return CacheLayout(self.size, self.cuts, marks, self.turns)
         return self
 
     def shifted(self, by: int) -> CacheLayout:
         """The layout of the same text sent after ``by`` characters of something else (the
         first block takes them in)."""
-        return CacheLayout(
-            self.size + by, tuple(c + by for c in self.cuts), tuple(m + by for m in self.marks)
-        )
+
+        def move(offsets: tuple[int, ...]) -> tuple[int, ...]:
+            return tuple(o + by for o in offsets)
+
+        return CacheLayout(self.size + by, move(self.cuts), move(self.marks), move(self.turns))
 
     def extended(self, size: int, cuts: tuple[int, ...] = ()) -> CacheLayout:
         """This layout of a seed, grown to a request of ``size`` characters that appends
         increments to it: a cut at the seed's end and at each of ``cuts``; the seed's last mark
         moves to the request's end."""
         kept = tuple(m for m in self.marks if m < self.size)
-        tail = sorted({c for c in (self.size, *cuts) if self.size <= c < size})
-        return CacheLayout(size, (*self.cuts, *tail), (*kept, size))
+        tail = tuple(sorted({c for c in (self.size, *cuts) if self.size <= c < size}))
+        return CacheLayout(size, (*self.cuts, *tail), (*kept, size), tail)
 
 
 def encoding_layout(encoding: Encoding, *, seed: bool = False) -> CacheLayout:

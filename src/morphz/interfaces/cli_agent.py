@@ -58,6 +58,7 @@ def _engine(
         approver=ask if interactive else None,
         ask_default=settings.ask_default,
         delta=settings.delta_for(model_spec or settings.model),
+        delta_messages=settings.delta_messages_for(model_spec or settings.model),
     )
     return Engine(ctx, model, build_tools(settings), config)
 

@@ -23,6 +23,7 @@ points the OpenAI-compatible adapter at vLLM, Ollama, llama.cpp server or a host
     prompt_cache = "5m"               # 5m | 1h | off: marks for Anthropic's prompt cache
     [models."openai:gpt-4o-mini"]     # per model spec
     delta = true                      # ContextDelta: requests extend the previous one
+    delta_messages = true             # each increment its own user message (false: one message)
 """
 
 from __future__ import annotations
@@ -60,10 +61,15 @@ class Settings:
     anthropic_prompt_cache: str = "5m"
     files: tuple[Path, ...] = ()  # the configuration files that were read (protected paths)
     delta_models: frozenset[str] = frozenset()  # model specs with ContextDelta turned on
+    delta_inline: frozenset[str] = frozenset()  # ... whose increments share the seed's message
 
     def delta_for(self, spec: str) -> bool:
         """Whether requests to the model ``spec`` (e.g. ``openai:NAME``) use ContextDelta."""
         return spec in self.delta_models
+
+    def delta_messages_for(self, spec: str) -> bool:
+        """Whether ContextDelta increments to ``spec`` go in messages of their own."""
+        return spec not in self.delta_inline
 
 
 def config_files(home: Path, project: Path) -> list[Path]:
@@ -129,7 +135,8 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         anthropic_base_url=anthropic.get("base_url"),
         anthropic_prompt_cache=anthropic.get("prompt_cache", "5m"),
         files=files,
-        delta_models=_delta_models(data.get("models", {})),
+        delta_models=_delta_models(data.get("models", {}), "delta", False),
+        delta_inline=_delta_models(data.get("models", {}), "delta_messages", True),
     )
 
 
@@ -148,23 +155,26 @@ def _anthropic(section: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in section.items()}
 
 
-def _delta_models(models: Any) -> frozenset[str]:
-    """The model specs whose ``[models."SPEC"]`` section says ``delta = true``."""
+def _delta_models(models: Any, key: str, default: bool) -> frozenset[str]:
+    """The model specs whose ``[models."SPEC"]`` section sets ``key`` (``delta`` or
+    ``delta_messages``, both true or false) to the opposite of ``default``."""
     if not isinstance(models, dict):
         raise InputError('models must be a table of model sections: [models."openai:NAME"]')
-    on: set[str] = set()
+    out: set[str] = set()
     for spec, section in models.items():
         if not isinstance(section, dict):
             raise InputError(f'[models."{spec}"] must be a table, e.g. delta = true')
-        unknown = set(section) - {"delta"}
+        unknown = set(section) - {"delta", "delta_messages"}
         if unknown:
-            raise InputError(f'unknown keys {sorted(unknown)} in [models."{spec}"]: use delta')
-        delta = section.get("delta", False)
-        if not isinstance(delta, bool):
-            raise InputError(f'[models."{spec}"] delta must be true or false')
-        if delta:
-            on.add(str(spec))
-    return frozenset(on)
+            raise InputError(
+                f'unknown keys {sorted(unknown)} in [models."{spec}"]: use delta, delta_messages'
+            )
+        value = section.get(key, default)
+        if not isinstance(value, bool):
+            raise InputError(f'[models."{spec}"] {key} must be true or false')
+        if value != default:
+            out.add(str(spec))
+    return frozenset(out)
 
 
 def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:

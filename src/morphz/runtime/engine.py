@@ -18,8 +18,9 @@ fit, the activation fails with a recorded reason.
 
 With ``RuntimeConfig.delta`` (ContextDelta) each request of an activation is the previous one plus
 an increment; a new tool set, a batch, or an increment that would reach critical pressure starts a
-new seed. Several activations may run at once (asyncio); the database work runs in threads and
-every commit meets the rebase rules.
+new seed. Every request carries its cache layout (:mod:`morphz.encoding.blocks`), with the
+increments' turns unless ``RuntimeConfig.delta_messages`` is off. Several activations may run
+at once (asyncio); the database work runs in threads and every commit meets the rebase rules.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import json
 import math
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,6 +72,7 @@ class RuntimeConfig:
     approver: Approver | None = None  # None: "ask" tools follow ask_default
     ask_default: bool = False  # non-interactive answer to "ask" (False: deny)
     delta: bool = False  # ContextDelta for this model
+    delta_messages: bool = True  # ... with each increment in a message of its own
     max_output_tokens: int = 4096
 
 
@@ -308,7 +310,8 @@ class _Run:
             self._delta = DeltaEncoder()
             text = self._delta.next(encoding)
         self._increment_sent = self._delta.increments > before
-        return text, self._delta.layout
+        layout = self._delta.layout
+        return text, layout if self.e.config.delta_messages else replace(layout, turns=())
 
     async def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:
         """Learn from the input tokens the provider reported, and keep it with the context so

@@ -15,6 +15,11 @@ Request mapping (:class:`ModelRequest` → Chat Completions)::
     messages = [{"role": "system", "content": PREAMBLE},
                 {"role": "user", "content": <the Context Encoding>},
                 *<the request's extra messages: user / assistant (+ tool_calls) / tool>]
+
+With ContextDelta the encoding is a seed followed by increments, and the request's cache layout
+says where each begins (``turns``): the seed and each increment are then sent as consecutive user
+messages, so a server that reuses only whole earlier messages still finds every one of them
+unchanged in the next request.
     tools    = [{"type": "function", "function": {name, description, parameters}}, ...]
     max_tokens = the request's max_output_tokens (capped by the adapter's, when set)
 
@@ -88,11 +93,12 @@ class OpenAIChatModel(SdkAdapter):
 
 
 def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    """The preamble, the encoding, then the request's extra messages."""
-    out: list[dict[str, Any]] = [
-        {"role": "system", "content": PREAMBLE},
-        {"role": "user", "content": request.encoding},
-    ]
+    """The preamble, the encoding (a message for the seed and for each increment), then the
+    request's extra messages."""
+    layout = request.layout
+    pieces = layout.turn_texts(request.encoding) if layout else [request.encoding]
+    out: list[dict[str, Any]] = [{"role": "system", "content": PREAMBLE}]
+    out.extend({"role": "user", "content": piece} for piece in pieces)
     out.extend(chat_message(m) for m in request.messages)
     return out
 
