@@ -355,7 +355,10 @@ def bench_prefix(tmp: Path, policy: str) -> tuple[list[dict[str, Any]], dict[str
     plain, with_delta, delta = PrefixMeter(), PrefixMeter(), DeltaEncoder()
     # a cache that keeps prefixes only at marked blocks (Anthropic's), with the adapter's layout
     # and, as the baseline, the whole request as one block marked at its end
-    blocks = {name: BlockCacheMeter() for name in ("plain", "delta", "plain-1", "delta-1")}
+    # and a cache that reuses only whole earlier messages (tools and system, then each message)
+    names = ("plain", "delta", "plain-1", "delta-1", "plain-msg", "delta-msg")
+    blocks = {name: BlockCacheMeter() for name in names}
+    blocks["plain-msg"].lookback = blocks["delta-msg"].lookback = STEPS + 1
     layouts = PlainLayouts()
     compile_ns, static, fresh, seen, kind = [], 0, 0, set(), "first"
     lost: Counter[str] = Counter()  # bytes not reused, by where and after which agent turn
@@ -376,8 +379,19 @@ def bench_prefix(tmp: Path, policy: str) -> tuple[list[dict[str, Any]], dict[str
         request = f"{schemas}\n{delta.next(encoding)}"
         with_delta.add(request)
         head = len(schemas) + 1
-        blocks["plain"].add(f"{schemas}\n{encoding.text}", layouts.next(encoding).shifted(head))
-        blocks["delta"].add(request, delta.layout.shifted(head))
+        plain_layout, delta_layout = (
+            layouts.next(encoding).shifted(head),
+            delta.layout.shifted(head),
+        )
+        blocks["plain"].add(f"{schemas}\n{encoding.text}", plain_layout)
+        blocks["delta"].add(request, delta_layout)
+        for name, text, turns in (
+            ("plain-msg", f"{schemas}\n{encoding.text}", plain_layout.turns),
+            ("delta-msg", request, delta_layout.turns),
+        ):
+            blocks[name].add(
+                text, CacheLayout(len(text), (head, *turns), (head, *turns, len(text)))
+            )
         for name, text in (("plain-1", f"{schemas}\n{encoding.text}"), ("delta-1", request)):
             blocks[name].add(text, CacheLayout(len(text), (), (len(text),)))
         if step:
@@ -413,6 +427,10 @@ def bench_prefix(tmp: Path, policy: str) -> tuple[list[dict[str, Any]], dict[str
               baseline_input_cost=round(blocks[f"{key}-1"].cost, 4))
         for mode, key, meter in (("without", "plain", plain), ("with", "delta", with_delta))
     ]  # fmt: skip
+    results.append(
+        entry(f"message_cache_reuse_with_delta{suffix}", blocks["delta-msg"].rate, "share",
+              blocks["plain-msg"].rate)
+    )  # fmt: skip
     details = {
         "policy": policy,
         "baselines": "without delta: tool schemas + protocol + evaluation-profile bytes only; "
