@@ -19,7 +19,9 @@ encoding keeps stable is only reused there if the request is cut where that pref
   a revision rebuilds the seed after many observations arrived, more than a provider looks
   back).
 
-Providers that cache every prefix on their own (OpenAI-compatible servers) ignore the layout.
+Each request also says where its ContextDelta seed and increments begin (``turns``): the
+OpenAI-compatible adapter sends each as a message of its own, for servers that reuse only whole
+earlier messages; it has no use for the cuts and marks (those servers cache prefixes unmarked).
 """
 
 from __future__ import annotations

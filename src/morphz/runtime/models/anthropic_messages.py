@@ -17,7 +17,7 @@ Request mapping (:class:`ModelRequest` → ``POST /v1/messages``)::
 Prompt caching: Anthropic reuses a cached prefix only up to a block marked with
 ``cache_control`` and finds one only at block boundaries. When the request has a cache layout
 (:mod:`morphz.encoding.blocks`), the encoding is cut into text blocks there and the layout's marks
-(at most three) get ``{"type": "ephemeral"}`` (with ``"ttl": "1h"`` when ``prompt_cache="1h"``);
+(at most four) get ``{"type": "ephemeral"}`` (with ``"ttl": "1h"`` when ``prompt_cache="1h"``);
 ``prompt_cache="off"`` or no layout sends it as one unmarked block.
 
 Extra messages: assistant tool calls become ``tool_use`` blocks (their raw arguments parsed
