@@ -13,6 +13,7 @@ import morphz
 from histories import Clock as FixedClock
 
 BACKENDS = ["sqlite"]
+pytest_plugins = ("loopback",)  # the loopback_only fixture of the provider end-to-end tests
 
 
 @pytest.fixture(autouse=True)

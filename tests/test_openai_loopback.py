@@ -6,12 +6,9 @@ reach the server and never the store."""
 
 from __future__ import annotations
 
-import _socket
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -20,33 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 import morphz
+from loopback import Server
 from morphz.interfaces.cli import main
 
 KEY = "sk-loopback-secret-123"
-_CREATE_CONNECTION = socket.create_connection  # the real one, before the network guard
-
-
-def _loopback(address: object) -> bool:
-    host = address[0] if isinstance(address, tuple) else address
-    return host in ("127.0.0.1", "::1", "localhost")
-
-
-@pytest.fixture
-def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Lift the suite's network guard for loopback addresses only."""
-
-    def connect(self: socket.socket, address: Any) -> None:
-        if not _loopback(address):
-            raise RuntimeError(f"tests must not open network connections ({address!r})")
-        _socket.socket.connect(self, address)
-
-    def create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
-        if not _loopback(address):
-            raise RuntimeError(f"tests must not open network connections ({address!r})")
-        return _CREATE_CONNECTION(address, *args, **kwargs)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket, "create_connection", create_connection)
 
 
 def completion(message: dict[str, Any], finish: str, usage: tuple[int, int]) -> dict[str, Any]:
@@ -96,57 +70,18 @@ ANSWERS = [
 ]
 
 
-class Server:
-    """Answers each chat completion with the next of ``answers``; keeps what it was sent."""
-
-    def __init__(self, answers: list[dict[str, Any]]) -> None:
-        self.answers = list(answers)
-        self.requests: list[tuple[str, dict[str, str], dict[str, Any]]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                outer.requests.append((self.path, headers, body))
-                if not outer.answers:
-                    self._send(500, {"error": {"message": "no more recorded answers"}})
-                    return
-                self._send(200, outer.answers.pop(0))
-
-            def _send(self, status: int, data: dict[str, Any]) -> None:
-                raw = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-
 @pytest.fixture
 def server(loopback_only: None) -> Iterator[Server]:
-    serving = Server(ANSWERS)
-    serving.thread.start()
-    yield serving
-    serving.httpd.shutdown()
-    serving.httpd.server_close()
+    answers = list(ANSWERS)
+    with Server(lambda _request: answers.pop(0) if answers else None) as serving:
+        yield serving
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: Server) -> Path:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{server.root}/v1")
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     workspace = tmp_path / "ws"
     workspace.mkdir()

@@ -1,0 +1,88 @@
+"""A real HTTP server on loopback for the provider end-to-end tests, and a fixture that lifts the
+suite's network guard for loopback addresses only."""
+
+from __future__ import annotations
+
+import _socket
+import json
+import socket
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+_CREATE_CONNECTION = socket.create_connection  # the real one, before the network guard
+
+Request = tuple[str, dict[str, str], dict[str, Any]]  # path, headers (lower-case), JSON body
+
+
+def _loopback(address: object) -> bool:
+    host = address[0] if isinstance(address, tuple) else address
+    return host in ("127.0.0.1", "::1", "localhost")
+
+
+@pytest.fixture
+def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lift the suite's network guard for loopback addresses only."""
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if not _loopback(address):
+            raise RuntimeError(f"tests must not open network connections ({address!r})")
+        _socket.socket.connect(self, address)
+
+    def create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        if not _loopback(address):
+            raise RuntimeError(f"tests must not open network connections ({address!r})")
+        return _CREATE_CONNECTION(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+
+
+class Server:
+    """Answers each POST with ``answer(request)`` (a JSON object, or None for "no more answers":
+    HTTP 500); keeps every request it was sent."""
+
+    def __init__(self, answer: Callable[[Request], dict[str, Any] | None]) -> None:
+        self.requests: list[Request] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                request = (self.path, headers, body)
+                outer.requests.append(request)
+                data = answer(request)
+                if data is None:
+                    self._send(500, {"error": {"message": "no more recorded answers"}})
+                    return
+                self._send(200, data)
+
+            def _send(self, status: int, data: dict[str, Any]) -> None:
+                raw = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def root(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> Server:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
