@@ -36,6 +36,7 @@ from _eval_agent import AGENT_TOOLS, BuiltinAgent
 from morphz import events as ev
 from morphz.capacity import Budget
 from morphz.encoding import PrefixMeter, estimate_tokens
+from morphz.encoding.prefix import BlockCacheMeter
 from morphz.interfaces.cli_agent import build_tools
 from morphz.observe import Observation
 from morphz.runtime.config import Settings, load, make_model
@@ -95,6 +96,7 @@ class Recorder:
         self.inner = inner
         self.samples: list[Sample] = []
         self.meter = PrefixMeter()
+        self.blocks = BlockCacheMeter()  # Anthropic's rules, the request's own cache layout
 
     @property
     def name(self) -> str:
@@ -106,7 +108,10 @@ class Recorder:
         names = {t.name for t in request.tools}
         sample = Sample(request_tokens(request), int(shown), level, names == AGENT_TOOLS)
         self.samples.append(sample)
-        self.meter.add(request_text(request))
+        text = request_text(request)
+        self.meter.add(text)
+        if request.layout is not None:
+            self.blocks.add(text, request.layout.shifted(len(text) - len(request.encoding)))
         try:
             response = await self.inner.request(request)
         except ProviderError as exc:
@@ -157,6 +162,7 @@ class Recorder:
                 "rate": round(self.meter.rate, 4),
                 "requests": self.meter.requests,
                 "measured_on": "tool schemas + encoding of each request, first one excluded",
+                "mark_only_cache": round(self.blocks.rate, 4),  # BlockCacheMeter, same requests
             },
         }
 
