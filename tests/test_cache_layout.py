@@ -211,3 +211,14 @@ def test_the_layouts_reuse_what_the_prefix_meter_counts(ctx: morphz.Context) -> 
         assert block.total == prefix.total
         assert 0 <= prefix.reused - block.read < 100
     assert meters["delta"][1].rate > meters["plain"][1].rate > 0.5
+
+
+def test_the_layout_in_bytes_matches_the_utf8_text(ctx: morphz.Context) -> None:
+    ctx.observe("tool_result", "部署在杭州")
+    ctx.observe("user_message", "ok")
+    encoding = ctx.encode(OPTS)
+    layout = encoding_layout(encoding)
+    data, text = encoding.text.encode(), encoding.text
+    in_bytes = layout.to_dict(text)
+    assert [data[:b].decode() for b in in_bytes["cuts"]] == [text[:c] for c in layout.cuts]
+    assert in_bytes["marks"][-1] > layout.marks[-1]  # three bytes a character before it

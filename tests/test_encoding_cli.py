@@ -55,6 +55,12 @@ def test_encoding_json_gives_region_ranges_and_tokens(tmp_path: Path) -> None:
         assert chunk.startswith("(" + region["name"])
         assert region["tokens"] > 0
     assert out["pressure"]["level"] == "normal" and out["tokens"] == out["pressure"]["tokens"]
+    # the cache layout, in bytes: the fixed prefix and the inbox's end are marked
+    ends = {r["name"]: r["end"] for r in out["regions"]}
+    inbox_end = ends["inbox"] - 1  # before the ")" that closes the inbox
+    assert out["cache"]["marks"] == [ends["evaluation-profile"], inbox_end]
+    assert set(out["cache"]["marks"]) <= set(out["cache"]["cuts"]) and out["cache"]["turns"] == []
+    assert data[:inbox_end].decode().endswith('"))')  # the end of the last inbox item
 
 
 def test_budget_sets_levels_shown_in_status_and_encoding(tmp_path: Path) -> None:

@@ -46,6 +46,21 @@ class CacheLayout:
     marks: tuple[int, ...]
     turns: tuple[int, ...] = ()
 
+    def to_dict(self, text: str) -> dict[str, list[int]]:
+        """The cuts, marks and turns as byte offsets into ``text`` encoded as UTF-8 (the unit
+        of the encoding's region ranges)."""
+        if len(text) != self.size:
+            raise ValueError(f"the layout is for {self.size} characters, not {len(text)}")
+
+        def in_bytes(offsets: tuple[int, ...]) -> list[int]:
+            return [len(text[:o].encode()) for o in offsets]
+
+        return {
+            "cuts": in_bytes(self.cuts),
+            "marks": in_bytes(self.marks),
+            "turns": in_bytes(self.turns),
+        }
+
     def turn_texts(self, text: str) -> list[str]:
         """``text`` cut at the turns: the seed, then each increment."""
         if len(text) != self.size:

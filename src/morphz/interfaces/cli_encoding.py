@@ -11,6 +11,7 @@ from datetime import datetime
 import click
 
 from morphz.capacity import Budget
+from morphz.encoding.blocks import encoding_layout
 from morphz.interfaces import render
 from morphz.interfaces.cli import (
     context_argument,
@@ -42,14 +43,16 @@ def encoding_command(
     """Print the Context Encoding a model request on CTX would see.
 
     Text: the encoding itself. JSON: its text, each region's byte range and token estimate, the
-    context pressure and the session working set."""
+    context pressure, the session working set, and where a request sending it is cut into
+    blocks and marked for a provider's prompt cache."""
     local_time = datetime.now().astimezone().isoformat(timespec="seconds")
     with open_context(db_path, context_id) as ctx:
         limits = ctx.budget()
         if budget is not None:
             limits = replace(limits, configured=budget)
         encoding = ctx.encode(session=session, budget=limits, model=model, local_time=local_time)
-    emit(fmt, encoding.to_dict(), lambda: encoding.text.rstrip("\n"))
+    layout = encoding_layout(encoding).to_dict(encoding.text)
+    emit(fmt, encoding.to_dict() | {"cache": layout}, lambda: encoding.text.rstrip("\n"))
 
 
 @context_group.command("budget")
