@@ -341,6 +341,39 @@ def tool_schemas() -> str:
     return json.dumps([t.schema.to_dict() for t in tools], sort_keys=True)
 
 
+class CacheMeters:
+    """Simulated provider caches over the trajectory's requests (the tool schemas, then the
+    text): one that stores prefixes only at marked blocks (Anthropic's rules), given the
+    runtime's cache layouts and, as the baseline, the whole request as one block marked at its
+    end; and one that reuses only whole earlier messages (tools and system, then each message
+    the OpenAI-compatible adapter sends)."""
+
+    def __init__(self, head: int) -> None:
+        self.head = head  # the tool schemas and the newline before the text
+        self.meters = {f"{mode}{kind}": BlockCacheMeter() for mode in ("plain", "delta")
+                       for kind in ("", "-1", "-msg")}  # fmt: skip
+        self.meters["plain-msg"].lookback = self.meters["delta-msg"].lookback = STEPS + 1
+
+    def add(self, mode: str, request: str, layout: CacheLayout) -> None:
+        head, size, turns = self.head, len(request), layout.shifted(self.head).turns
+        self.meters[mode].add(request, layout.shifted(head))
+        self.meters[f"{mode}-1"].add(request, CacheLayout(size, (), (size,)))
+        self.meters[f"{mode}-msg"].add(
+            request, CacheLayout(size, (head, *turns), (head, *turns, size))
+        )
+
+    def results(self, suffix: str, plain: PrefixMeter, delta: PrefixMeter) -> list[dict[str, Any]]:
+        m = self.meters
+        out = [
+            entry(f"block_cache_reuse_{mode}_delta{suffix}", m[key].rate, "share",
+                  m[f"{key}-1"].rate, meter=meter.rate, input_cost=round(m[key].cost, 4),
+                  baseline_input_cost=round(m[f"{key}-1"].cost, 4))
+            for mode, key, meter in (("without", "plain", plain), ("with", "delta", delta))
+        ]  # fmt: skip
+        rate, baseline = m["delta-msg"].rate, m["plain-msg"].rate
+        return [*out, entry(f"message_cache_reuse_with_delta{suffix}", rate, "share", baseline)]
+
+
 def bench_prefix(tmp: Path, policy: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     log(f"(b) prefix reuse over a {STEPS}-step trajectory, {policy} maintenance")
     rng, clock = random.Random(STEPS), Clock(T0)
@@ -353,13 +386,7 @@ def bench_prefix(tmp: Path, policy: str) -> tuple[list[dict[str, Any]], dict[str
     authority = {"context_tx": "allow", "recall": "allow", "run_tests": "allow", "deploy": "ask"}
     schemas = tool_schemas()
     plain, with_delta, delta = PrefixMeter(), PrefixMeter(), DeltaEncoder()
-    # a cache that keeps prefixes only at marked blocks (Anthropic's), with the adapter's layout
-    # and, as the baseline, the whole request as one block marked at its end
-    # and a cache that reuses only whole earlier messages (tools and system, then each message)
-    names = ("plain", "delta", "plain-1", "delta-1", "plain-msg", "delta-msg")
-    blocks = {name: BlockCacheMeter() for name in names}
-    blocks["plain-msg"].lookback = blocks["delta-msg"].lookback = STEPS + 1
-    layouts = PlainLayouts()
+    caches, layouts = CacheMeters(len(schemas) + 1), PlainLayouts()
     compile_ns, static, fresh, seen, kind = [], 0, 0, set(), "first"
     lost: Counter[str] = Counter()  # bytes not reused, by where and after which agent turn
     peak, retirements = 0, 0
@@ -378,22 +405,8 @@ def bench_prefix(tmp: Path, policy: str) -> tuple[list[dict[str, Any]], dict[str
         plain.add(f"{schemas}\n{encoding.text}")
         request = f"{schemas}\n{delta.next(encoding)}"
         with_delta.add(request)
-        head = len(schemas) + 1
-        plain_layout, delta_layout = (
-            layouts.next(encoding).shifted(head),
-            delta.layout.shifted(head),
-        )
-        blocks["plain"].add(f"{schemas}\n{encoding.text}", plain_layout)
-        blocks["delta"].add(request, delta_layout)
-        for name, text, turns in (
-            ("plain-msg", f"{schemas}\n{encoding.text}", plain_layout.turns),
-            ("delta-msg", request, delta_layout.turns),
-        ):
-            blocks[name].add(
-                text, CacheLayout(len(text), (head, *turns), (head, *turns, len(text)))
-            )
-        for name, text in (("plain-1", f"{schemas}\n{encoding.text}"), ("delta-1", request)):
-            blocks[name].add(text, CacheLayout(len(text), (), (len(text),)))
+        caches.add("plain", f"{schemas}\n{encoding.text}", layouts.next(encoding))
+        caches.add("delta", request, delta.layout)
         if step:
             new = [o for o in encoding.state.observations if o.seq not in seen]
             fresh += sum(len(render.observation(o).encode()) + 2 for o in new)  # never reusable
@@ -421,16 +434,7 @@ def bench_prefix(tmp: Path, policy: str) -> tuple[list[dict[str, Any]], dict[str
               target=">= 0.97", met=with_delta.rate >= 0.97, requests=with_delta.requests,
               rebuilds=delta.rebuilds, increments=delta.increments),
     ]  # fmt: skip
-    results += [
-        entry(f"block_cache_reuse_{mode}_delta{suffix}", blocks[key].rate, "share",
-              blocks[f"{key}-1"].rate, meter=meter.rate, input_cost=round(blocks[key].cost, 4),
-              baseline_input_cost=round(blocks[f"{key}-1"].cost, 4))
-        for mode, key, meter in (("without", "plain", plain), ("with", "delta", with_delta))
-    ]  # fmt: skip
-    results.append(
-        entry(f"message_cache_reuse_with_delta{suffix}", blocks["delta-msg"].rate, "share",
-              blocks["plain-msg"].rate)
-    )  # fmt: skip
+    results += caches.results(suffix, plain, with_delta)
     details = {
         "policy": policy,
         "baselines": "without delta: tool schemas + protocol + evaluation-profile bytes only; "
