@@ -17,6 +17,19 @@ _CREATE_CONNECTION = socket.create_connection  # the real one, before the networ
 
 Request = tuple[str, dict[str, str], dict[str, Any]]  # path, headers (lower-case), JSON body
 
+# the scripted work of the end-to-end tests: read a file, record what it says, reply
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("read_file", {"path": "production.yaml"}),
+    (
+        "context_tx",
+        {
+            "tx": "(context-tx (base-version 0) (derive deployment/target (from @e1 @e4) "
+            "(fact (region cn-shanghai))))"
+        },
+    ),
+]
+REPLY = "Deploying to cn-shanghai."
+
 
 def _loopback(address: object) -> bool:
     host = address[0] if isinstance(address, tuple) else address

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 import morphz
-from loopback import Request, Server
+from loopback import CALLS, REPLY, Request, Server
 from morphz.encoding.blocks import CacheLayout
 from morphz.encoding.prefix import BlockCacheMeter
 from morphz.interfaces.cli import main
@@ -44,16 +44,8 @@ def tool_use(number: int, name: str, arguments: dict[str, Any]) -> dict[str, Any
 
 
 ANSWERS = [
-    tool_use(1, "read_file", {"path": "production.yaml"}),
-    tool_use(
-        2,
-        "context_tx",
-        {
-            "tx": "(context-tx (base-version 0) (derive deployment/target (from @e1 @e4) "
-            "(fact (region cn-shanghai))))"
-        },
-    ),
-    message([{"type": "text", "text": "Deploying to cn-shanghai."}], "end_turn"),
+    *(tool_use(n, name, arguments) for n, (name, arguments) in enumerate(CALLS, 1)),
+    message([{"type": "text", "text": REPLY}], "end_turn"),
 ]
 
 
@@ -113,7 +105,7 @@ def run_exec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str) -> Pa
     args = ["exec", "Prepare the deployment.", "--model", f"anthropic:{MODEL}", "--db", str(db)]
     result = CliRunner().invoke(main, [*args, "--workspace", str(workspace)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == "Deploying to cn-shanghai."
+    assert result.stdout.strip() == REPLY
     return db
 
 

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 import morphz
-from loopback import Server
+from loopback import CALLS, REPLY, Server
 from morphz.interfaces.cli import main
 
 KEY = "sk-loopback-secret-123"
@@ -57,16 +57,8 @@ def tool_call(number: int, name: str, arguments: dict[str, Any]) -> dict[str, An
 
 
 ANSWERS = [
-    tool_call(1, "read_file", {"path": "production.yaml"}),
-    tool_call(
-        2,
-        "context_tx",
-        {
-            "tx": "(context-tx (base-version 0) (derive deployment/target (from @e1 @e4) "
-            "(fact (region cn-shanghai))))"
-        },
-    ),
-    completion({"role": "assistant", "content": "Deploying to cn-shanghai."}, "stop", (3100, 9)),
+    *(tool_call(n, name, arguments) for n, (name, arguments) in enumerate(CALLS, 1)),
+    completion({"role": "assistant", "content": REPLY}, "stop", (3100, 9)),
 ]
 
 
