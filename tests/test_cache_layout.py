@@ -108,7 +108,8 @@ def test_a_delta_request_is_cut_at_the_seed_and_every_increment(ctx: morphz.Cont
     assert "".join(pieces) == third
     assert len(seed) in layout.cuts and len(second) in layout.cuts
     assert pieces[-1] == third[len(second) :]
-    assert marked(layout, third) == [pieces[0], pieces[1], pieces[-1]]  # profile, inbox, end
+    # the fixed prefix, the seed's inbox, the previous request's end and this one's
+    assert marked(layout, third) == [pieces[0], pieces[1], pieces[-2], pieces[-1]]
 
 
 def test_a_rebuilt_seed_marks_where_the_previous_seed_inbox_ended(ctx: morphz.Context) -> None:
@@ -184,8 +185,9 @@ def test_the_layouts_reuse_what_the_prefix_meter_counts(ctx: morphz.Context) -> 
         "plain": (PrefixMeter(), BlockCacheMeter()),
         "delta": (PrefixMeter(), BlockCacheMeter()),
     }
+    at_marks = {"plain": BlockCacheMeter(lookback=0), "delta": BlockCacheMeter(lookback=0)}
     layouts, encoder, refs = PlainLayouts(), DeltaEncoder(), []
-    previous: dict[str, str] = {}
+    previous: dict[str, tuple[str, CacheLayout]] = {}
     for n in range(40):
         encoding = ctx.encode(OPTS)  # all ASCII: characters are bytes
         requests = {
@@ -195,10 +197,15 @@ def test_the_layouts_reuse_what_the_prefix_meter_counts(ctx: morphz.Context) -> 
         for name, (text, layout) in requests.items():
             meters[name][0].add(text)
             hit = meters[name][1].add(text, layout)
+            found_at_marks = at_marks[name].add(text, layout)
             if name in previous:
-                shared = common_prefix(previous[name].encode(), text.encode())
+                before, stored = previous[name]
+                shared = common_prefix(before.encode(), text.encode())
                 assert hit == max(c for c in (0, *layout.cuts, layout.size) if c <= shared)
-            previous[name] = text
+                # what the previous request stored, this one finds at a mark of its own: a
+                # provider need not look back (only older entries need it)
+                assert found_at_marks >= max(m for m in (0, *stored.marks) if m <= shared)
+            previous[name] = (text, layout)
         refs.append(ctx.observe("tool_result", f"result {n} " + "x" * (n * 37 % 400)).ref)
         if n % 7 == 6:
             tx(ctx, f"(derive finding/{n} (from {refs[-1]}) (fact {n}))")

@@ -13,11 +13,14 @@ encoding keeps stable is only reused there if the request is cut where that pref
   of the text: what follows the inbox changes with every request, so caching it would only pay
   the provider's write premium;
 - with ContextDelta (:meth:`CacheLayout.extended`): the seed's cuts, a cut at the end of the seed
-  and of every increment, and marks at the end of the evaluation-profile, of the seed's inbox
-  and of the whole request (what the next increment extends). A rebuilt seed also marks where
-  the previous seed's inbox ended when it still shares that prefix (:meth:`CacheLayout.anchored`:
-  a revision rebuilds the seed after many observations arrived, more than a provider looks
-  back).
+  and of every increment, and marks at the end of the evaluation-profile, of the seed's inbox,
+  of the previous request and of the whole request (what the next increment extends). A
+  rebuilt seed marks its own end, and where the previous seed's inbox ended when it still
+  shares that prefix (:meth:`CacheLayout.anchored`: a revision rebuilds the seed after many
+  observations arrived, more than a provider looks back).
+
+Every request thus marks the end of the prefix the previous request stored, when it still shares
+it, so a provider that finds entries only at marks, without looking back, reads it too.
 
 Each request also says where its ContextDelta seed and increments begin (``turns``): the
 OpenAI-compatible adapter sends each as a message of its own, for servers that reuse only whole
@@ -103,11 +106,17 @@ class CacheLayout:
 
     def extended(self, size: int, cuts: tuple[int, ...] = ()) -> CacheLayout:
         """This layout of a seed, grown to a request of ``size`` characters that appends
-        increments to it: a cut at the seed's end and at each of ``cuts``; the seed's last mark
-        moves to the request's end."""
-        kept = tuple(m for m in self.marks if m < self.size)
+        increments to it: a cut at the seed's end and at each of ``cuts`` (where each increment
+        begins). Marks: the seed's first (the fixed prefix) and its last before its end (its
+        inbox), where the previous request ended (it stored its prefix there: a provider finds
+        it at a mark, with or without looking back) and the request's end. A rebuilt seed's
+        anchor is dropped: the previous request's end serves from the first increment on."""
+        if size <= self.size:
+            return self
+        inner = [m for m in self.marks if m < self.size]
+        kept = sorted({inner[0], inner[-1]}) if inner else []
         tail = tuple(sorted({c for c in (self.size, *cuts) if self.size <= c < size}))
-        return CacheLayout(size, (*self.cuts, *tail), (*kept, size), tail)
+        return CacheLayout(size, (*self.cuts, *tail), (*kept, tail[-1], size), tail)
 
 
 def encoding_layout(encoding: Encoding, *, seed: bool = False) -> CacheLayout:
