@@ -58,7 +58,12 @@ class Server:
     """Answers each POST with ``answer(request)`` (a JSON object, or None for "no more answers":
     HTTP 500); keeps every request it was sent."""
 
-    def __init__(self, answer: Callable[[Request], dict[str, Any] | None]) -> None:
+    def __init__(
+        self,
+        answer: Callable[[Request], dict[str, Any] | None],
+        status: Callable[[dict[str, Any]], int] = lambda _answer: 200,
+    ) -> None:
+        """``status``: the HTTP status to send with an answer (200 unless it says otherwise)."""
         self.requests: list[Request] = []
         outer = self
 
@@ -72,7 +77,7 @@ class Server:
                 if data is None:
                     self._send(500, {"error": {"message": "no more recorded answers"}})
                     return
-                self._send(200, data)
+                self._send(status(data), data)
 
             def _send(self, status: int, data: dict[str, Any]) -> None:
                 raw = json.dumps(data).encode()

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 import morphz
-from loopback import CALLS, REPLY, Server
+from loopback import CALLS, REPLY, Request, Server
 from morphz.interfaces.cli import main
 
 KEY = "sk-loopback-secret-123"
@@ -157,6 +157,38 @@ def test_delta_increments_reach_the_server_as_messages_of_their_own(
         else:
             assert len(after) == 2 and after[1]["content"].startswith(before[1]["content"])
     _check_store(db, server)
+
+
+def test_a_server_that_wants_alternating_turns_says_what_to_set(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A strict chat template refuses two user messages in a row: the error says to set
+    delta_messages = false, and with it the same server runs the activation."""
+    refusal = "Conversation roles must alternate user/assistant/user/assistant/..."
+
+    def strict(answers: list[dict[str, Any]]) -> Server:
+        def answer(request: Request) -> dict[str, Any] | None:
+            roles = [m["role"] for m in request[2]["messages"]]
+            if any(a == b == "user" for a, b in pairwise(roles)):
+                return {"error": {"message": refusal, "type": "BadRequestError", "code": 400}}
+            return answers.pop(0) if answers else None
+
+        return Server(answer, status=lambda body: 400 if "error" in body else 200)
+
+    db = project / "m.db"
+    args = ["exec", "Prepare the deployment.", "--model", "openai:loop-model", "--db", str(db)]
+    args += ["--workspace", str(project / "ws")]
+    for setting, code in (("", 1), ("delta_messages = false\n", 0)):
+        config = f'[models."openai:loop-model"]\ndelta = true\n{setting}'
+        (project / "morphz.toml").write_text(config, encoding="utf-8")
+        with strict(list(ANSWERS)) as server:
+            monkeypatch.setenv("OPENAI_BASE_URL", f"{server.root}/v1")
+            result = CliRunner().invoke(main, args)
+        assert result.exit_code == code, result.output
+        if code:
+            assert refusal in result.output and "set delta_messages = false" in result.output
+        else:
+            assert result.stdout.strip() == REPLY
 
 
 def test_the_guard_still_blocks_other_hosts(loopback_only: None) -> None:

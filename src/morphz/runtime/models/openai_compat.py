@@ -19,7 +19,8 @@ Request mapping (:class:`ModelRequest` → Chat Completions)::
 With ContextDelta the encoding is a seed followed by increments, and the request's cache layout
 says where each begins (``turns``): the seed and each increment are then sent as consecutive user
 messages, so a server that reuses only whole earlier messages still finds every one of them
-unchanged in the next request.
+unchanged in the next request. A server whose chat template refuses two user messages in a row
+gets a ProviderError that says to set ``delta_messages = false`` for the model.
     tools    = [{"type": "function", "function": {name, description, parameters}}, ...]
     max_tokens = the request's max_output_tokens (capped by the adapter's, when set)
 
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any, cast
 
 import openai
@@ -46,6 +48,7 @@ from morphz.runtime.models.base import (
     Message,
     ModelRequest,
     ModelResponse,
+    ProviderError,
     ToolCall,
     ToolSchema,
     Usage,
@@ -86,7 +89,14 @@ class OpenAIChatModel(SdkAdapter):
             )
             return bytes(raw.http_response.content)
 
-        return parse_completion(await self._call(send))
+        try:
+            body = await self._call(send)
+        except ProviderError as exc:
+            hinted = with_turns_hint(exc, messages)
+            if hinted is exc:
+                raise
+            raise hinted from exc
+        return parse_completion(body)
 
 
 # -- request
@@ -101,6 +111,22 @@ def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
     out.extend({"role": "user", "content": piece} for piece in pieces)
     out.extend(chat_message(m) for m in request.messages)
     return out
+
+
+ALTERNATION_HINT = (
+    " (ContextDelta sends each increment as a user message of its own and this server wants "
+    'user and assistant turns to alternate: set delta_messages = false in [models."SPEC"])'
+)
+
+
+def with_turns_hint(exc: ProviderError, messages: list[dict[str, Any]]) -> ProviderError:
+    """``exc``, saying what to change when a server (a strict chat template) refused two user
+    messages in a row; otherwise ``exc`` itself."""
+    roles = [m["role"] for m in messages]
+    consecutive = any(a == b == "user" for a, b in pairwise(roles))
+    if not consecutive or type(exc) is not ProviderError or "alternate" not in exc.message.lower():
+        return exc
+    return ProviderError(exc.message + ALTERNATION_HINT)
 
 
 def chat_message(message: Message) -> dict[str, Any]:
