@@ -63,20 +63,21 @@ class CachingServer:
         _, _, body = request
         if not self.answers:
             return None
-        # tools, then system, then the first user turn's blocks; a mark ends a marked block
+        # tools, then system, then the first user turn's blocks (the tools and the system join
+        # the first block); a mark ends a block marked cache_control
         text = json.dumps(body["tools"], sort_keys=True) + body["system"]
-        cuts, marks = [], []
-        for block in body["messages"][0]["content"]:
-            if cuts or text:
+        cuts: list[int] = []
+        marks: list[int] = []
+        for index, block in enumerate(body["messages"][0]["content"]):
+            if index:
                 cuts.append(len(text))
             text += block["text"]
             if "cache_control" in block:
                 marks.append(len(text))
-        cuts = [c for c in cuts[1:] if 0 < c < len(text)]
         read = self.cache.add(text, CacheLayout(len(text), tuple(cuts), tuple(marks)))
         written = max(0, (marks[-1] if marks else 0) - read)  # ASCII: characters are bytes
         self.usage.append((read, written, len(text) - read - written))
-        answer = self.answers.pop(0)
+        answer = dict(self.answers.pop(0))
         answer["usage"] = {
             "input_tokens": (len(text) - read - written) // 4,
             "cache_read_input_tokens": read // 4,
