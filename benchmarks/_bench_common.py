@@ -47,17 +47,19 @@ def machine() -> dict[str, Any]:
 def finish(
     doc: dict[str, Any], started: float, out: Path | None, log: Callable[[str], None]
 ) -> int:
-    """Close a run's document (duration, load at the end, whether every target was met), print
-    it, write it to ``out`` when given. Returns the exit status (0)."""
+    """Close a run's document (duration, load at the end, whether every target was met: an
+    entry whose ``met`` is None has none), print it, write it to ``out`` when given. Returns the
+    exit status (0)."""
     doc["seconds"] = round(time.perf_counter() - started, 1)
     doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     if "results" in doc:
-        doc["all_met"] = all(r["met"] for r in doc["results"])
+        judged = [r["met"] for r in doc["results"] if r["met"] is not None]
+        doc["all_met"] = all(judged) if judged else None
     text = json.dumps(doc, indent=2)
     print(text)
     if out:
         out.write_text(text + "\n", encoding="utf-8")
-    verdict = f"; all targets met: {doc['all_met']}" if "all_met" in doc else ""
+    verdict = f"; all targets met: {doc['all_met']}" if doc.get("all_met") is not None else ""
     log(f"done in {doc['seconds']} s{verdict}")
     return 0
 

@@ -374,7 +374,11 @@ class CacheMeters:
         return [*out, entry(f"message_cache_reuse_with_delta{suffix}", rate, "share", baseline)]
 
 
-def bench_prefix(tmp: Path, policy: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def bench_prefix(
+    tmp: Path, policy: str, revisions: bool = True
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The prefix trajectory under ``policy``; without ``revisions`` the agent never revises
+    ``task/plan`` (a variant for comparison, not the benchmark's trajectory)."""
     log(f"(b) prefix reuse over a {STEPS}-step trajectory, {policy} maintenance")
     rng, clock = random.Random(STEPS), Clock(T0)
     db = morphz.open(tmp / f"trajectory-{policy}.db", now=clock)
@@ -383,6 +387,8 @@ def bench_prefix(tmp: Path, policy: str) -> tuple[list[dict[str, Any]], dict[str
     state = {"root": root, "arrived": {}, "findings": [], "derive_at": rng.randint(3, 5)}
     state |= {"plan_at": rng.randint(20, 30), "retire_at": rng.randint(18, 22)}
     state |= {"maintain": POLICIES[policy], "level": "normal"}
+    if not revisions:
+        state["plan_at"] = -1  # never: the random draws of the other turns stay as they were
     authority = {"context_tx": "allow", "recall": "allow", "run_tests": "allow", "deploy": "ask"}
     schemas = tool_schemas()
     plain, with_delta, delta = PrefixMeter(), PrefixMeter(), DeltaEncoder()
@@ -427,6 +433,7 @@ def bench_prefix(tmp: Path, policy: str) -> tuple[list[dict[str, Any]], dict[str
     plain_lost = {k: round(v / plain.total, 4) for k, v in lost.items() if "delta" not in k}
     delta_lost = {k: round(v / with_delta.total, 4) for k, v in lost.items() if "delta" in k}
     suffix = "" if policy == "pressure" else f"_{policy}_maintenance"
+    suffix += "" if revisions else "_no_revisions"
     results = [
         entry(f"prefix_reuse_without_delta{suffix}", plain.rate, "share", static / plain.total,
               target=">= 0.90", met=plain.rate >= 0.90, requests=plain.requests),
@@ -485,6 +492,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the JSON document to this file")
     parser.add_argument("--example", type=Path, help="only write the demo encoding to this file")
     parser.add_argument("--prefix-only", action="store_true", help="only the prefix trajectories")
+    parser.add_argument(
+        "--no-revisions",
+        action="store_true",
+        help="a variant: the agent never revises task/plan (not the benchmark's trajectory)",
+    )
     args = parser.parse_args(argv)
     if args.example:
         write_example(args.example)
@@ -500,8 +512,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         prefix, prefix_details = [], {}
         for policy in POLICIES:
-            results, prefix_details[policy] = bench_prefix(Path(folder), policy)
+            results, prefix_details[policy] = bench_prefix(
+                Path(folder), policy, revisions=not args.no_revisions
+            )
             prefix += results
+    if args.no_revisions:  # a variant measures, it does not meet or miss the issue's targets
+        variant = "the agent never revises task/plan: not the benchmark's trajectory"
+        prefix = [r | {"target": "-", "met": None, "variant": variant} for r in prefix]
     doc |= {"results": compiled + prefix, "details": {"compile": compile_details}}
     doc["details"]["prefix"] = prefix_details
     return finish(doc, started, args.out, log)
