@@ -33,7 +33,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 
-from morphz.encoding import render
 from morphz.encoding.compile import Encoding
 
 
@@ -131,11 +130,10 @@ def encoding_layout(encoding: Encoding, *, seed: bool = False) -> CacheLayout:
     profile = chars(ends["evaluation-profile"].end)
     cuts, marks = [profile], [profile]
     offset = chars(ends["inbox"].start) + len("(inbox\n ")
-    threshold = encoding.options.preview_threshold
-    for index, obs in enumerate(encoding.state.observations):
-        offset += (2 if index else 0) + len(render.observation(obs, threshold))  # "\n " between
+    for index, size in enumerate(encoding.inbox_items):  # as the compile rendered them
+        offset += (2 if index else 0) + size  # "\n " between two items
         cuts.append(offset)
-    if encoding.state.observations:
+    if encoding.inbox_items:
         marks.append(offset)
     if seed:
         marks.append(len(text))

@@ -95,6 +95,7 @@ class Encoding:
     state: ActiveState
     sessions: SessionPlan
     options: EncodeOptions
+    inbox_items: tuple[int, ...] = ()  # the length in characters of each inbox item, in order
 
     @property
     def tokens(self) -> int:
@@ -203,6 +204,7 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
         opts.session, horizon(opts, opts.now or opts.local_time), opts.session_count
     )
     sessions = plan_sessions(window, state.observations, running, opts)
+    inbox = [render.observation(o, opts.preview_threshold) for o in state.observations]
     parts: list[tuple[str, str]] = [
         ("protocol", PROTOCOL),
         (
@@ -211,12 +213,7 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
             if opts.profile
             else "(evaluation-profile none)",
         ),
-        (
-            "inbox",
-            render.region(
-                "inbox", [render.observation(o, opts.preview_threshold) for o in state.observations]
-            ),
-        ),
+        ("inbox", render.region("inbox", inbox)),
         (
             "observation-state",
             render.region(
@@ -251,7 +248,8 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     level = pressure(measured.tokens + PRESSURE_SLACK, measured.kind, budget)
     parts.append(("kernel", _kernel(r, opts, running, pressure_figures(level))))
     parts.extend(tail)
-    return _assemble(parts, level, state, sessions, opts)
+    items = tuple(len(item) for item in inbox)
+    return _assemble(parts, level, state, sessions, opts, inbox_items=items)
 
 
 def _assemble(
@@ -260,6 +258,8 @@ def _assemble(
     state: ActiveState,
     sessions: SessionPlan,
     opts: EncodeOptions,
+    *,
+    inbox_items: tuple[int, ...],
 ) -> Encoding:
     pieces: list[str] = ["(context-encoding\n"]
     regions: list[Region] = []
@@ -270,4 +270,4 @@ def _assemble(
         separator = "\n" if index < len(parts) - 1 else ")\n"
         pieces.extend((text, separator))
         offset += size + len(separator)
-    return Encoding("".join(pieces), tuple(regions), level, state, sessions, opts)
+    return Encoding("".join(pieces), tuple(regions), level, state, sessions, opts, inbox_items)
