@@ -17,19 +17,21 @@ The builtin agent and its policy are in ``_eval_agent.py``; the world in ``_eval
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import re
 import shutil
 import sys
 import tempfile
+import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import morphz
 from _eval_agent import AGENT_TOOLS, BuiltinAgent
@@ -43,6 +45,8 @@ from morphz.runtime.config import Settings, load, make_model
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
 from morphz.runtime.models.base import Model, ModelRequest, ModelResponse, ProviderError
 from morphz.runtime.models.scripted import FunctionModel
+
+T = TypeVar("T")
 
 MAX_OUTPUT_TOKENS = 4096
 START = datetime(2026, 8, 4, 9, 0, 0, tzinfo=UTC)
@@ -208,6 +212,48 @@ def store_folder(keep: Path | None, prefix: str) -> Iterator[Path]:
         yield folder
     finally:
         shutil.rmtree(folder)
+
+
+def eval_config(
+    args: argparse.Namespace, full: dict[str, Any], quick: dict[str, Any], names: Sequence[str]
+) -> dict[str, Any]:
+    """The run's settings: the full or quick ones, with the command-line values of ``names``."""
+    cfg = dict(quick if args.quick else full)
+    cfg.update((n, getattr(args, n)) for n in names if getattr(args, n) is not None)
+    return cfg
+
+
+def run_harness(
+    args: argparse.Namespace,
+    model: Recorder,
+    budget: Budget,
+    name: str,
+    evaluate: Callable[[Harness], Awaitable[T]],
+) -> tuple[T, dict[str, Any], list[dict[str, Any]]]:
+    """``evaluate`` on a harness over context ``eval-NAME`` in a store folder (``--db`` or a
+    temporary one); what it returned, the recorder's figures and the trajectory."""
+    with store_folder(args.db, f"morphz-{name}-eval-") as folder:
+        harness = Harness(model, folder, SimClock(), args.step_limit, f"eval-{name}", budget)
+
+        async def go() -> tuple[T, dict[str, Any]]:
+            harness.open()
+            try:
+                return await evaluate(harness), harness.figures()
+            finally:
+                harness.close()
+                await model.aclose()
+
+        outcome, figures = asyncio.run(go())
+    return outcome, figures, [t.to_dict() for t in harness.turns]
+
+
+def report(
+    kind: str, args: argparse.Namespace, cfg: dict[str, Any], started: float, **parts: Any
+) -> dict[str, Any]:
+    """The run's JSON document: what ran, then ``parts`` in order, then the time it took."""
+    head = {"eval": kind, "model": args.model, "mode": "quick" if args.quick else "full"}
+    head |= {"seed": args.seed, "config": cfg | {"step_limit": args.step_limit}}
+    return head | parts | {"seconds": round(time.perf_counter() - started, 2)}
 
 
 @dataclass(slots=True)

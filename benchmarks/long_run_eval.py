@@ -22,7 +22,6 @@ the requests actually sent. ``--model builtin`` runs offline. See docs/evals.md.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import sys
 import time
@@ -33,15 +32,16 @@ import morphz
 from _eval_common import (
     Harness,
     Recorder,
-    SimClock,
     active_frames_with,
     check_args,
     emit,
     eval_budget,
+    eval_config,
     log,
     parser,
+    report,
     resolve_model,
-    store_folder,
+    run_harness,
 )
 from _eval_world import (
     KEYS,
@@ -232,10 +232,7 @@ def _clip(reply: str | None) -> str | None:
 
 
 def run(args: Any) -> dict[str, Any]:
-    cfg = dict(QUICK if args.quick else FULL)
-    for name in ("steps", "budget"):
-        if getattr(args, name) is not None:
-            cfg[name] = getattr(args, name)
+    cfg = eval_config(args, FULL, QUICK, ("steps", "budget"))
     tracked, batches = build_world(args.seed, cfg["steps"], cfg["keys"], cfg["max_values"])
     budget = eval_budget(cfg["budget"])
     model = Recorder(resolve_model(args.model))
@@ -246,55 +243,36 @@ def run(args: Any) -> dict[str, Any]:
         f"model {model.name}: {cfg['steps']} steps, {len(tracked)} settings with {values} "
         f"values, hard limit {budget.hard} tokens",
     )
-    with store_folder(args.db, "morphz-long-run-eval-") as folder:
-        harness = Harness(model, folder, SimClock(), args.step_limit, "eval-long-run", budget)
-
-        async def go() -> tuple[Any, ...]:
-            harness.open()
-            try:
-                outcome = await evaluate(harness, tracked, batches, cfg)
-                return (*outcome, harness.figures())
-            finally:
-                harness.close()
-                await model.aclose()
-
-        midrun, final, revisions, figures = asyncio.run(go())
-
+    (midrun, final, revisions), figures, trajectory = run_harness(
+        args, model, budget, "long-run", lambda harness: evaluate(harness, tracked, batches, cfg)
+    )
     updated = [r for r in revisions if r["values"] > 1]
-    return {
-        "eval": "long-run",
-        "model": args.model,
-        "mode": "quick" if args.quick else "full",
-        "seed": args.seed,
-        "config": cfg | {"step_limit": args.step_limit},
-        "facts": {
-            "tracked_keys": len(tracked),
-            "values_planted": values,
-            "updates": values - len(tracked),
-            "latest_in_mind": sum(1 for f in final if f["latest_in_active_frames"]),
-            "current_answered": sum(1 for f in final if f["current_answered"]),
-            "current_stale": sum(1 for f in final if f["current_stale"]),
-            "history_answered": sum(1 for f in final if f["history_answered"]),
-            "midrun_questions": len(midrun),
-            "midrun_answered": sum(1 for m in midrun if m["answered"]),
-            "midrun_stale": sum(1 for m in midrun if m["stale"]),
-            "final": final,
-            "midrun": midrun,
-        },
-        "revisions": {
-            "keys_updated": len(updated),
-            "handled": sum(1 for r in updated if r["handled"]),
-            "revised": sum(1 for r in updated if r["revised"]),
-            "superseded": sum(
-                1 for r in updated if r["older_values_reached_by_supersedes"] == r["values"] - 1
-            ),
-            "with_stale_unrelated_frames": sum(1 for r in updated if r["stale_unrelated_frames"]),
-            "details": revisions,
-        },
-        **figures,
-        "trajectory": [t.to_dict() for t in harness.turns],
-        "seconds": round(time.perf_counter() - started, 2),
+    facts = {
+        "tracked_keys": len(tracked),
+        "values_planted": values,
+        "updates": values - len(tracked),
+        "latest_in_mind": sum(1 for f in final if f["latest_in_active_frames"]),
+        "current_answered": sum(1 for f in final if f["current_answered"]),
+        "current_stale": sum(1 for f in final if f["current_stale"]),
+        "history_answered": sum(1 for f in final if f["history_answered"]),
+        "midrun_questions": len(midrun),
+        "midrun_answered": sum(1 for m in midrun if m["answered"]),
+        "midrun_stale": sum(1 for m in midrun if m["stale"]),
+        "final": final,
+        "midrun": midrun,
     }
+    revised = {
+        "keys_updated": len(updated),
+        "handled": sum(1 for r in updated if r["handled"]),
+        "revised": sum(1 for r in updated if r["revised"]),
+        "superseded": sum(
+            1 for r in updated if r["older_values_reached_by_supersedes"] == r["values"] - 1
+        ),
+        "with_stale_unrelated_frames": sum(1 for r in updated if r["stale_unrelated_frames"]),
+        "details": revisions,
+    }
+    parts = {"facts": facts, "revisions": revised, **figures, "trajectory": trajectory}
+    return report("long-run", args, cfg, started, **parts)
 
 
 def main(argv: list[str] | None = None) -> int:

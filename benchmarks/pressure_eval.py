@@ -22,7 +22,6 @@ every activation. ``--model builtin`` runs offline with the deterministic agent 
 
 from __future__ import annotations
 
-import asyncio
 import random
 import sys
 import time
@@ -32,15 +31,16 @@ from typing import Any
 from _eval_common import (
     Harness,
     Recorder,
-    SimClock,
     active_frames_with,
     check_args,
     emit,
     eval_budget,
+    eval_config,
     log,
     parser,
+    report,
     resolve_model,
-    store_folder,
+    run_harness,
 )
 from _eval_world import (
     KEYS,
@@ -130,10 +130,7 @@ async def evaluate(harness: Harness, planted: list[Planted], batches: list[list[
 
 
 def run(args: Any) -> dict[str, Any]:
-    cfg = dict(QUICK if args.quick else FULL)
-    for name in ("facts", "batches", "filler", "budget"):
-        if getattr(args, name) is not None:
-            cfg[name] = getattr(args, name)
+    cfg = eval_config(args, FULL, QUICK, ("facts", "batches", "filler", "budget"))
     planted, batches = build_world(args.seed, cfg["facts"], cfg["batches"], cfg["filler"])
     budget = eval_budget(cfg["budget"])
     model = Recorder(resolve_model(args.model))
@@ -142,42 +139,19 @@ def run(args: Any) -> dict[str, Any]:
         TAG,
         f"model {model.name}: {len(planted)} facts in {len(batches)} batches, hard {budget.hard}",
     )
-
-    with store_folder(args.db, "morphz-pressure-eval-") as folder:
-        harness = Harness(model, folder, SimClock(), args.step_limit, "eval-pressure", budget)
-
-        async def go() -> tuple[list[dict[str, Any]], dict[str, Any]]:
-            harness.open()
-            try:
-                details = await evaluate(harness, planted, batches)
-                return details, harness.figures()
-            finally:
-                harness.close()
-                await model.aclose()
-
-        details, figures = asyncio.run(go())
-
+    details, figures, trajectory = run_harness(
+        args, model, budget, "pressure", lambda harness: evaluate(harness, planted, batches)
+    )
     in_mind = sum(1 for d in details if d["in_active_frames"])
     correct = sum(1 for d in details if d["answered"])
-    return {
-        "eval": "pressure",
-        "model": args.model,
-        "mode": "quick" if args.quick else "full",
-        "seed": args.seed,
-        "config": cfg | {"step_limit": args.step_limit},
-        "facts": {
-            "planted": len(planted),
-            "in_mind": in_mind,
-            "answered": correct,
-            "in_mind_and_answered": sum(
-                1 for d in details if d["in_active_frames"] and d["answered"]
-            ),
-            "details": details,
-        },
-        **figures,
-        "trajectory": [t.to_dict() for t in harness.turns],
-        "seconds": round(time.perf_counter() - started, 2),
+    facts = {
+        "planted": len(planted),
+        "in_mind": in_mind,
+        "answered": correct,
+        "in_mind_and_answered": sum(1 for d in details if d["in_active_frames"] and d["answered"]),
+        "details": details,
     }
+    return report("pressure", args, cfg, started, facts=facts, **figures, trajectory=trajectory)
 
 
 def main(argv: list[str] | None = None) -> int:
