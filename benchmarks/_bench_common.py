@@ -48,12 +48,12 @@ def finish(
     doc: dict[str, Any], started: float, out: Path | None, log: Callable[[str], None]
 ) -> int:
     """Close a run's document (duration, load at the end, whether every target was met: an
-    entry whose ``met`` is None has none), print it, write it to ``out`` when given. Returns the
-    exit status (0)."""
+    entry without ``met``, or with None, has none), print it, write it to ``out`` when given.
+    Returns the exit status (0)."""
     doc["seconds"] = round(time.perf_counter() - started, 1)
     doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     if "results" in doc:
-        judged = [r["met"] for r in doc["results"] if r["met"] is not None]
+        judged = [r["met"] for r in doc["results"] if r.get("met") is not None]
         doc["all_met"] = all(judged) if judged else None
     text = json.dumps(doc, indent=2)
     print(text)
