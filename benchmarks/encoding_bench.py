@@ -393,7 +393,7 @@ def bench_prefix(
     schemas = tool_schemas()
     plain, with_delta, delta = PrefixMeter(), PrefixMeter(), DeltaEncoder()
     caches, layouts = CacheMeters(len(schemas) + 1), PlainLayouts()
-    compile_ns, static, fresh, seen, kind = [], 0, 0, set(), "first"
+    compile_ns, delta_ns, static, fresh, seen, kind = [], [], 0, 0, set(), "first"
     lost: Counter[str] = Counter()  # bytes not reused, by where and after which agent turn
     peak, retirements = 0, 0
     for step in range(STEPS):
@@ -409,7 +409,10 @@ def bench_prefix(
         state["level"], peak = encoding.pressure.level, max(peak, encoding.tokens)
         before, rebuilds, delta_before = plain.reused, delta.rebuilds, with_delta.reused
         plain.add(f"{schemas}\n{encoding.text}")
-        request = f"{schemas}\n{delta.next(encoding)}"
+        start = time.perf_counter_ns()
+        text = delta.next(encoding)
+        delta_ns.append(time.perf_counter_ns() - start)
+        request = f"{schemas}\n{text}"
         with_delta.add(request)
         caches.add("plain", f"{schemas}\n{encoding.text}", layouts.next(encoding))
         caches.add("delta", request, delta.layout)
@@ -454,6 +457,7 @@ def bench_prefix(
         "last_request_bytes": [len(text.encode()) for text in (encoding.text, delta.text or "")],
         "tool_schema_bytes": len(schemas.encode()),
         "compile_ms_p50_p95": [pct(compile_ns, 0.5), pct(compile_ns, 0.95)],
+        "delta_request_ms_p50_p95": [pct(delta_ns, 0.5), pct(delta_ns, 0.95)],
         "retirement_batches": retirements,
         "peak_tokens": peak,
         "last_tokens_and_pressure": [encoding.tokens, encoding.pressure.level],

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import morphz
 from histories import STEP, Clock, History
-from morphz.encoding import DeltaEncoder, EncodeOptions, PrefixMeter, common_prefix
+from morphz.encoding import DeltaEncoder, EncodeOptions, Encoding, PrefixMeter, common_prefix
 from morphz.encoding.compile import PRESSURE_SLACK, pressure_figures
 from morphz.encoding.tokens import count
 from morphz.txlang import SList, read, read_one
@@ -402,6 +402,7 @@ def test_the_seed_with_its_increments_reads_as_the_fresh_encoding(
                     play_more(history, step, n)
                     continue
                 fresh = ctx.encode(EncodeOptions(local_time=f"2026-08-04T10:{n:02d}:00+00:00"))
+                assert_items_match(fresh)
                 rebuilds = encoder.rebuilds
                 request = encoder.next(fresh)
                 assert request.startswith(previous) or encoder.rebuilds == rebuilds + 1
@@ -417,6 +418,20 @@ def test_the_seed_with_its_increments_reads_as_the_fresh_encoding(
                 previous = request
         finally:
             db.close()
+
+
+def assert_items_match(encoding: Encoding) -> None:
+    """The items the compile records for ContextDelta (tracked regions, frames) are the ones its
+    text shows, each in canonical form (an increment restates them as they are)."""
+    for name, items in encoding.items.items():
+        region = read_one(encoding.region(name))
+        assert isinstance(region, SList)
+        assert [to_text(item) for item in region.items[1:]] == list(items)
+    mind = read_one(encoding.region("mind"))
+    assert isinstance(mind, SList)
+    frames = [to_text(f) for f in mind.items[1:] if isinstance(f, SList) and f.head == "frame"]
+    assert frames == list(encoding.frame_lines)
+    assert len(frames) == len(encoding.state.frames)
 
 
 def play_more(history: History, step: tuple[object, ...], n: int) -> None:

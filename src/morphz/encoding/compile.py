@@ -9,6 +9,7 @@ was. Everything read is bounded by what is in view, never by the length of the h
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +97,11 @@ class Encoding:
     sessions: SessionPlan
     options: EncodeOptions
     inbox_items: tuple[int, ...] = ()  # the length in characters of each inbox item, in order
+    # the rendered items (one per line) of observation-state, session-directory, kernel and
+    # evaluation-environment, and each frame as the mind shows it (in state.frames' order):
+    # what ContextDelta compares between requests, without reading the text again
+    items: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    frame_lines: tuple[str, ...] = ()
 
     @property
     def tokens(self) -> int:
@@ -137,9 +143,11 @@ def stored_budget(r: ReadTxn) -> Budget:
     return Budget.from_dict(data) if data else Budget()
 
 
-def _kernel(r: ReadTxn, opts: EncodeOptions, running: list[ActivationRow], figures: str) -> str:
+def _kernel(
+    r: ReadTxn, opts: EncodeOptions, running: list[ActivationRow], figures: str
+) -> tuple[str, ...]:
     row = r.row
-    lines = [
+    return (
         f"(context {row.context_id})",
         f"(session {opts.session})",
         f"(activation {opts.activation or 'none'})",
@@ -153,8 +161,7 @@ def _kernel(r: ReadTxn, opts: EncodeOptions, running: list[ActivationRow], figur
         + ")",
         "(authority" + "".join(f" ({k} {v})" for k, v in sorted(opts.authority.items())) + ")",
         f"(pressure {figures})",
-    ]
-    return render.region("kernel", lines)
+    )
 
 
 def _running(a: ActivationRow) -> str:
@@ -180,11 +187,13 @@ def pressure_figures(p: Pressure) -> str:
     )
 
 
-def _environment(opts: EncodeOptions) -> str:
+def _environment(opts: EncodeOptions) -> tuple[str, ...]:
     bindings = "".join(f" ({k} {quote(str(v))})" for k, v in sorted(opts.bindings.items()))
-    lines = [f"(model {quote(opts.model)})", f"(local-time {quote(opts.local_time)})"]
-    lines.append(f"(bindings{bindings})")
-    return render.region("evaluation-environment", lines)
+    return (
+        f"(model {quote(opts.model)})",
+        f"(local-time {quote(opts.local_time)})",
+        f"(bindings{bindings})",
+    )
 
 
 def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
@@ -205,6 +214,21 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     )
     sessions = plan_sessions(window, state.observations, running, opts)
     inbox = [render.observation(o, opts.preview_threshold) for o in state.observations]
+    frames = tuple(render.frame(f, state.clock) for f in state.frames)
+    items = {
+        "observation-state": tuple(
+            line
+            for o in state.observations
+            if (line := render.observation_state(o, cited.get(f"@e{o.seq}", 0)))
+        ),
+        "session-directory": sessions.lines(),
+        "evaluation-environment": _environment(opts),
+    }
+    mind = [
+        *frames,
+        render.relations(state.relations),
+        render.names("checkpoints", state.checkpoints),
+    ]
     parts: list[tuple[str, str]] = [
         ("protocol", PROTOCOL),
         (
@@ -214,53 +238,29 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
             else "(evaluation-profile none)",
         ),
         ("inbox", render.region("inbox", inbox)),
-        (
-            "observation-state",
-            render.region(
-                "observation-state",
-                [
-                    line
-                    for o in state.observations
-                    if (line := render.observation_state(o, cited.get(f"@e{o.seq}", 0)))
-                ],
-            ),
-        ),
-        (
-            "mind",
-            render.region(
-                "mind",
-                [
-                    *(render.frame(f, state.clock) for f in state.frames),
-                    render.relations(state.relations),
-                    render.names("checkpoints", state.checkpoints),
-                ],
-            ),
-        ),
-        ("session-directory", sessions.render()),
+        ("observation-state", render.region("observation-state", items["observation-state"])),
+        ("mind", render.region("mind", mind)),
+        ("session-directory", render.region("session-directory", items["session-directory"])),
     ]
     tail: list[tuple[str, str]] = []
     if opts.capabilities:
         tail.append(("cognitive-capabilities", f"(cognitive-capabilities {opts.capabilities})"))
-    tail.extend([("evaluation-environment", _environment(opts)), ("evaluate", "(evaluate)")])
-    draft = [text for _, text in parts] + [_kernel(r, opts, running, "")]
+    environment = render.region("evaluation-environment", items["evaluation-environment"])
+    tail.extend([("evaluation-environment", environment), ("evaluate", "(evaluate)")])
+    draft = [text for _, text in parts] + [render.region("kernel", _kernel(r, opts, running, ""))]
     draft += [text for _, text in tail]
     measured = count([*draft, *opts.extra_parts], opts.calibration, opts.counter)
     level = pressure(measured.tokens + PRESSURE_SLACK, measured.kind, budget)
-    parts.append(("kernel", _kernel(r, opts, running, pressure_figures(level))))
+    items["kernel"] = _kernel(r, opts, running, pressure_figures(level))
+    parts.append(("kernel", render.region("kernel", items["kernel"])))
     parts.extend(tail)
-    items = tuple(len(item) for item in inbox)
-    return _assemble(parts, level, state, sessions, opts, inbox_items=items)
+    text, regions = _assemble(parts)
+    lengths = tuple(len(item) for item in inbox)
+    return Encoding(text, regions, level, state, sessions, opts, lengths, items, frames)
 
 
-def _assemble(
-    parts: list[tuple[str, str]],
-    level: Pressure,
-    state: ActiveState,
-    sessions: SessionPlan,
-    opts: EncodeOptions,
-    *,
-    inbox_items: tuple[int, ...],
-) -> Encoding:
+def _assemble(parts: list[tuple[str, str]]) -> tuple[str, tuple[Region, ...]]:
+    """The encoding's text (the regions in the order given) and where each region lies."""
     pieces: list[str] = ["(context-encoding\n"]
     regions: list[Region] = []
     offset = len(pieces[0])
@@ -270,4 +270,4 @@ def _assemble(
         separator = "\n" if index < len(parts) - 1 else ")\n"
         pieces.extend((text, separator))
         offset += size + len(separator)
-    return Encoding("".join(pieces), tuple(regions), level, state, sessions, opts, inbox_items)
+    return "".join(pieces), tuple(regions)

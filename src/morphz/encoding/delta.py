@@ -20,7 +20,6 @@ from morphz.capacity import Pressure
 from morphz.encoding import render
 from morphz.encoding.blocks import CacheLayout, encoding_layout
 from morphz.encoding.compile import ActiveState, Encoding, pressure_figures, sent_pressure
-from morphz.txlang.sexpr import SList, read_one, to_text
 
 # regions whose items an increment restates when they change, and the increment's name for them
 _TRACKED = {
@@ -41,28 +40,30 @@ class DeltaState:
     items: dict[str, dict[str, str]]  # tracked region -> item key -> canonical item text
 
 
-def _items(encoding: Encoding, region: str) -> dict[str, str]:
-    """The items of ``region`` keyed by their head (a ref, a kernel field), or for a session
-    entry by its first two items (``session ops``)."""
-    form = read_one(encoding.region(region))
-    assert isinstance(form, SList)
-    out: dict[str, str] = {}
-    for item in form.items[1:]:
-        if isinstance(item, SList) and item.items:
-            take = 2 if item.head == "session" else 1
-            out[" ".join(to_text(x) for x in item.items[:take])] = to_text(item)
-    return out
+def _key(item: str) -> str:
+    """An item's key: its head (a ref, a kernel field), or for a session entry its first two
+    words (``session ops``)."""
+    first = item.find(" ")
+    if first < 0:
+        return item[1:].rstrip(")")
+    head = item[1:first]
+    if head != "session":
+        return head
+    second = item.find(" ", first + 1)
+    name = item[first + 1 :] if second < 0 else item[first + 1 : second]
+    return f"session {name.rstrip(')')}"
 
 
 def _snapshot(encoding: Encoding) -> DeltaState:
+    """What ``encoding`` shows, from the items its compile rendered (nothing is read again)."""
     state = encoding.state
     return DeltaState(
         {o.seq: o.protected for o in state.observations},
         {f.id: (f.revision, f.lifecycle, f.pos) for f in state.frames},
-        {f.id: render.frame(f, state.clock) for f in state.frames},
+        dict(zip((f.id for f in state.frames), encoding.frame_lines, strict=True)),
         set(state.relations),
         state.checkpoints,
-        {name: _items(encoding, name) for name in _TRACKED},
+        {name: {_key(item): item for item in encoding.items[name]} for name in _TRACKED},
     )
 
 
@@ -101,12 +102,13 @@ class DeltaEncoder:
             self.rebuilds += 1
             return self.text
         now = _snapshot(encoding)
+        changes = _changes(encoding, self.sent, now)
         # the kernel states the pressure of the request sent, increments included: measured
         # with the figures left out, like the compile does (sent_pressure adds their slack)
         now.items["kernel"]["pressure"] = "(pressure)"
-        sent = sent_pressure(encoding, self.text + self._increment(encoding, self.sent, now))
+        sent = sent_pressure(encoding, self.text + _increment(changes, self.sent, now))
         now.items["kernel"]["pressure"] = f"(pressure {pressure_figures(sent)})"
-        increment = self._increment(encoding, self.sent, now)
+        increment = _increment(changes, self.sent, now)
         self.pressure = sent
         self._cuts.append(len(self.text))
         self.text += increment
@@ -127,30 +129,39 @@ class DeltaEncoder:
             return True
         return not set(sent.checkpoints) <= set(state.checkpoints)
 
-    def _increment(self, encoding: Encoding, sent: DeltaState, now: DeltaState) -> str:
-        state = encoding.state
-        threshold = encoding.options.preview_threshold
-        lines = [
-            f"(arrived {render.observation(o, threshold)})"
-            for o in state.observations
-            if o.seq not in sent.observations
-        ]
-        for fid, text in now.frame_texts.items():
-            if fid not in sent.frames:
-                lines.append(f"(derived {text})")
-            elif sent.frame_texts[fid] != text:  # protection, or a retiring frame's ticks
-                lines.append(f"(updated {text})")
-        added = sorted(set(state.relations) - sent.relations)
-        if added:
-            lines.append("(related" + "".join(f" ({s} {r} {o})" for s, r, o in added) + ")")
-        new_checkpoints = [c for c in state.checkpoints if c not in sent.checkpoints]
-        if new_checkpoints:
-            lines.append(render.names("checkpointed", new_checkpoints))
-        for region, name in _TRACKED.items():
-            update = _changed(sent.items[region], now.items[region])
-            if update:
-                lines.append(f"({name} {' '.join(update)})")
-        return "\n" + render.region("context-delta", lines) + "\n(evaluate)\n"
+
+def _changes(encoding: Encoding, sent: DeltaState, now: DeltaState) -> list[str]:
+    """What arrived since ``sent``: observations, frames new or re-rendered, relations and
+    checkpoints (the increment's lines before the updates of the tracked regions)."""
+    state = encoding.state
+    threshold = encoding.options.preview_threshold
+    lines = [
+        f"(arrived {render.observation(o, threshold)})"
+        for o in state.observations
+        if o.seq not in sent.observations
+    ]
+    for fid, text in now.frame_texts.items():
+        if fid not in sent.frames:
+            lines.append(f"(derived {text})")
+        elif sent.frame_texts[fid] != text:  # protection, or a retiring frame's ticks
+            lines.append(f"(updated {text})")
+    added = sorted(set(state.relations) - sent.relations)
+    if added:
+        lines.append("(related" + "".join(f" ({s} {r} {o})" for s, r, o in added) + ")")
+    new_checkpoints = [c for c in state.checkpoints if c not in sent.checkpoints]
+    if new_checkpoints:
+        lines.append(render.names("checkpointed", new_checkpoints))
+    return lines
+
+
+def _increment(changes: list[str], sent: DeltaState, now: DeltaState) -> str:
+    """The increment's text: ``changes``, then the items of the tracked regions that differ."""
+    lines = list(changes)
+    for region, name in _TRACKED.items():
+        update = _changed(sent.items[region], now.items[region])
+        if update:
+            lines.append(f"({name} {' '.join(update)})")
+    return "\n" + render.region("context-delta", lines) + "\n(evaluate)\n"
 
 
 def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from morphz.encoding import render
 from morphz.encoding.tokens import estimate_tokens
 from morphz.store.active_base import ActiveObservation, SessionWindow
 from morphz.store.base import ActivationRow, SessionRow
@@ -31,12 +30,13 @@ class SessionPlan:
     entries: list[tuple[str, str, str]] = field(default_factory=list)  # (id, level, rendered)
     excluded: dict[str, int] = field(default_factory=dict)  # reason -> count
 
-    def render(self) -> str:
+    def lines(self) -> tuple[str, ...]:
+        """The directory's items: one per session shown, then the note of what was left out."""
         lines = [text for _, _, text in self.entries]
         if self.excluded:
             why = " ".join(f"({reason} {n})" for reason, n in sorted(self.excluded.items()))
             lines.append(f"(excluded {why})")
-        return render.region("session-directory", lines)
+        return tuple(lines)
 
     def level(self, session_id: str) -> str:
         return next((lvl for sid, lvl, _ in self.entries if sid == session_id), "omitted")
