@@ -159,11 +159,12 @@ def test_delta_increments_reach_the_server_as_messages_of_their_own(
     _check_store(db, server)
 
 
-def test_a_server_that_wants_alternating_turns_says_what_to_set(
+def test_a_server_that_wants_alternating_turns_gets_one_message_from_its_first_refusal(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A strict chat template refuses two user messages in a row: the error says to set
-    delta_messages = false, and with it the same server runs the activation."""
+    """A strict chat template refuses two user messages in a row: the adapter sends that request
+    again with the encoding as one message, and every later request so, and the activation runs
+    to its reply. With delta_messages = false the server never has to refuse."""
     refusal = "Conversation roles must alternate user/assistant/user/assistant/..."
 
     def strict(answers: list[dict[str, Any]]) -> Server:
@@ -178,17 +179,23 @@ def test_a_server_that_wants_alternating_turns_says_what_to_set(
     db = project / "m.db"
     args = ["exec", "Prepare the deployment.", "--model", "openai:loop-model", "--db", str(db)]
     args += ["--workspace", str(project / "ws")]
-    for setting, code in (("", 1), ("delta_messages = false\n", 0)):
+    for setting, refused in (("", 1), ("delta_messages = false\n", 0)):
         config = f'[models."openai:loop-model"]\ndelta = true\n{setting}'
         (project / "morphz.toml").write_text(config, encoding="utf-8")
+        db.unlink(missing_ok=True)
         with strict(list(ANSWERS)) as server:
             monkeypatch.setenv("OPENAI_BASE_URL", f"{server.root}/v1")
             result = CliRunner().invoke(main, args)
-        assert result.exit_code == code, result.output
-        if code:
-            assert refusal in result.output and "set delta_messages = false" in result.output
-        else:
-            assert result.stdout.strip() == REPLY
+        assert result.exit_code == 0, result.output
+        assert result.stdout.strip() == REPLY
+        note = "refused two user messages in a row, so ContextDelta increments go in one"
+        assert (note in result.stderr) == bool(refused)
+        sent = [[m["role"] for m in body["messages"]] for _, _, body in server.requests]
+        users = [roles.count("user") for roles in sent]
+        # the seed, then (when split) the refused request with its increment as a second message
+        # and the same request merged; every later request merged, as with the setting
+        assert users == ([1, 2, 1, 1] if refused else [1, 1, 1])
+        assert len(server.requests) == len(ANSWERS) + refused
 
 
 def test_the_guard_still_blocks_other_hosts(loopback_only: None) -> None:

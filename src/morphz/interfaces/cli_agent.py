@@ -129,10 +129,27 @@ def exec_command(
         ctx = _open_context(db, context_id)
         engine = _engine(ctx, db_path, model_spec, workspace, interactive=False)
         result = asyncio.run(engine.run(prompt, session=session))
+        _note_merged_turns(engine, said=False)
         events = [ctx.event(ref).to_dict() for ref in result.events]
     emit(fmt, {**result.to_dict(), "event_records": events}, lambda: _reply_text(result))
     if result.state != "delivered":
         raise click.exceptions.Exit(1)
+
+
+def _note_merged_turns(engine: Engine, said: bool) -> bool:
+    """Unless ``said`` already, say on stderr that the server refused ContextDelta increments as
+    messages of their own, so the adapter sends each request's encoding as one message from now
+    on (see openai_compat); returns whether it was said."""
+    model = engine.model
+    if getattr(model, "turns_merged", False) and not said:
+        click.echo(
+            f"morphz: {model.name} refused two user messages in a row, so ContextDelta "
+            "increments go in one message with the encoding from now on; set "
+            f'delta_messages = false in [models."{model.name}"] to skip the refused first try',
+            err=True,
+        )
+        return True
+    return said
 
 
 def _reply_text(result: ActivationResult) -> str:
@@ -158,6 +175,7 @@ def chat_command(
             f"morphz chat: context {context_id}, session {session}, model "
             f"{engine.model.name}; /quit to leave"
         )
+        said = False  # the note on merged ContextDelta turns
         while True:
             try:
                 line = click.prompt("you", prompt_suffix="> ", default="", show_default=False)
@@ -170,6 +188,7 @@ def chat_command(
                     break
                 continue
             result = asyncio.run(_follow(ctx, session, engine.run(line, session=session)))
+            said = _note_merged_turns(engine, said)
             click.echo(f"agent> {_reply_text(result)}")
 
 

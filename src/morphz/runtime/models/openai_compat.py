@@ -19,8 +19,10 @@ Request mapping (:class:`ModelRequest` → Chat Completions)::
 With ContextDelta the encoding is a seed followed by increments, and the request's cache layout
 says where each begins (``turns``): the seed and each increment are then sent as consecutive user
 messages, so a server that reuses only whole earlier messages still finds every one of them
-unchanged in the next request. A server whose chat template refuses two user messages in a row
-gets a ProviderError that says to set ``delta_messages = false`` for the model.
+unchanged in the next request. When a server refuses two user messages in a row (a strict chat
+template: "roles must alternate"), the adapter sends that request again with the encoding as one
+user message, and does so for every later request (``turns_merged``); ``delta_messages = false``
+for the model spares the first refusal.
     tools    = [{"type": "function", "function": {name, description, parameters}}, ...]
     max_tokens = the request's max_output_tokens (capped by the adapter's, when set)
 
@@ -74,9 +76,20 @@ class OpenAIChatModel(SdkAdapter):
     def __init__(self, model: str, **settings: Any) -> None:
         """``settings``: those of :class:`~morphz.runtime.models.sdk.SdkAdapter`."""
         super().__init__(openai, model, **settings)
+        self.turns_merged = False  # the server refused consecutive user messages once
 
     async def request(self, request: ModelRequest) -> ModelResponse:
-        messages = chat_messages(request)
+        messages = chat_messages(request, merge_turns=self.turns_merged)
+        try:
+            body = await self._send(request, messages)
+        except ProviderError as exc:
+            if not refuses_consecutive_turns(exc, messages):
+                raise
+            self.turns_merged = True
+            body = await self._send(request, chat_messages(request, merge_turns=True))
+        return parse_completion(body)
+
+    async def _send(self, request: ModelRequest, messages: list[dict[str, Any]]) -> dict[str, Any]:
         tools = chat_tools(request.tools)
 
         async def send() -> bytes:
@@ -89,44 +102,30 @@ class OpenAIChatModel(SdkAdapter):
             )
             return bytes(raw.http_response.content)
 
-        try:
-            body = await self._call(send)
-        except ProviderError as exc:
-            hinted = with_turns_hint(exc, messages)
-            if hinted is exc:
-                raise
-            raise hinted from exc
-        return parse_completion(body)
+        return await self._call(send)
 
 
 # -- request
 
 
-def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    """The preamble, the encoding (a message for the seed and for each increment), then the
-    request's extra messages."""
+def chat_messages(request: ModelRequest, *, merge_turns: bool = False) -> list[dict[str, Any]]:
+    """The preamble, the encoding (a message for the seed and for each increment, or one message
+    with ``merge_turns``), then the request's extra messages."""
     layout = request.layout
-    pieces = layout.turn_texts(request.encoding) if layout else [request.encoding]
+    split = layout is not None and not merge_turns
+    pieces = layout.turn_texts(request.encoding) if split and layout else [request.encoding]
     out: list[dict[str, Any]] = [{"role": "system", "content": PREAMBLE}]
     out.extend({"role": "user", "content": piece} for piece in pieces)
     out.extend(chat_message(m) for m in request.messages)
     return out
 
 
-ALTERNATION_HINT = (
-    " (ContextDelta sends each increment as a user message of its own and this server wants "
-    'user and assistant turns to alternate: set delta_messages = false in [models."SPEC"])'
-)
-
-
-def with_turns_hint(exc: ProviderError, messages: list[dict[str, Any]]) -> ProviderError:
-    """``exc``, saying what to change when a server (a strict chat template) refused two user
-    messages in a row; otherwise ``exc`` itself."""
+def refuses_consecutive_turns(exc: ProviderError, messages: list[dict[str, Any]]) -> bool:
+    """Whether ``exc`` is a server (a strict chat template) refusing ``messages`` because two
+    user messages follow each other: it says roles must alternate, and they did not."""
     roles = [m["role"] for m in messages]
     consecutive = any(a == b == "user" for a, b in pairwise(roles))
-    if not consecutive or type(exc) is not ProviderError or "alternate" not in exc.message.lower():
-        return exc
-    return ProviderError(exc.message + ALTERNATION_HINT)
+    return consecutive and type(exc) is ProviderError and "alternate" in exc.message.lower()
 
 
 def chat_message(message: Message) -> dict[str, Any]:
