@@ -42,7 +42,7 @@ from morphz.runtime.models.base import (
     ToolSchema,
     Usage,
 )
-from morphz.runtime.models.openai_compat import PREAMBLE, OpenAIChatModel
+from morphz.runtime.models.openai_compat import PREAMBLE, OpenAIChatModel, refuses_consecutive_turns
 from morphz.runtime.models.retry import (
     Backoff,
     Failure,
@@ -718,3 +718,16 @@ def test_without_the_anthropic_package_the_error_says_what_to_install() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
     )
     assert "pip install 'morphz[anthropic]'" in out.stdout
+
+
+def test_only_a_refusal_of_consecutive_user_turns_merges_them() -> None:
+    """The adapter sends a request again as one message only when the server said roles must
+    alternate and the request had two user messages in a row; any other failure stands."""
+    split = [{"role": "system"}, {"role": "user"}, {"role": "user"}]
+    merged = [{"role": "system"}, {"role": "user"}, {"role": "assistant"}, {"role": "user"}]
+    refusal = ProviderError("HTTP 400: Conversation roles must alternate user/assistant/...")
+    assert refuses_consecutive_turns(refusal, split)
+    assert not refuses_consecutive_turns(refusal, merged)
+    assert not refuses_consecutive_turns(ProviderError("HTTP 400: bad tool schema"), split)
+    too_long = ContextTooLongError("roles must alternate, and the prompt is too long")
+    assert not refuses_consecutive_turns(too_long, split)

@@ -15,6 +15,8 @@ Request mapping (:class:`ModelRequest` → Chat Completions)::
     messages = [{"role": "system", "content": PREAMBLE},
                 {"role": "user", "content": <the Context Encoding>},
                 *<the request's extra messages: user / assistant (+ tool_calls) / tool>]
+    tools    = [{"type": "function", "function": {name, description, parameters}}, ...]
+    max_tokens = the request's max_output_tokens (capped by the adapter's, when set)
 
 With ContextDelta the encoding is a seed followed by increments, and the request's cache layout
 says where each begins (``turns``): the seed and each increment are then sent as consecutive user
@@ -23,8 +25,6 @@ unchanged in the next request. When a server refuses two user messages in a row 
 template: "roles must alternate"), the adapter sends that request again with the encoding as one
 user message, and does so for every later request (``turns_merged``); ``delta_messages = false``
 for the model spares the first refusal.
-    tools    = [{"type": "function", "function": {name, description, parameters}}, ...]
-    max_tokens = the request's max_output_tokens (capped by the adapter's, when set)
 
 Response mapping: ``choices[0].message.content`` → text; ``message.tool_calls`` → ToolCall with
 ``function.arguments`` kept as the raw text the model wrote (the runtime parses it and reports
