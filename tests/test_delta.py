@@ -423,6 +423,8 @@ def test_the_seed_with_its_increments_reads_as_the_fresh_encoding(
 def assert_items_match(encoding: Encoding) -> None:
     """The items the compile records for ContextDelta (tracked regions, frames) are the ones its
     text shows, each in canonical form (an increment restates them as they are)."""
+    tracked = {"observation-state", "session-directory", "kernel", "evaluation-environment"}
+    assert set(encoding.items) == tracked
     for name, items in encoding.items.items():
         region = read_one(encoding.region(name))
         assert isinstance(region, SList)
