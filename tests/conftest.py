@@ -3,14 +3,23 @@ suite): today SQLite; a new backend joins by adding a factory here."""
 
 from __future__ import annotations
 
+import importlib
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import morphz
 from histories import Clock as FixedClock
+from morphz.encoding.tokens import _tiktoken_counter
+
+try:
+    TIKTOKEN: Any = importlib.import_module("tiktoken")  # a dev dependency
+except ImportError:  # pragma: no cover - the tests that need it fail and say so
+    TIKTOKEN = None
 
 BACKENDS = ["sqlite"]
 pytest_plugins = ("loopback",)  # the loopback_only fixture of the provider end-to-end tests
@@ -25,6 +34,46 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(socket.socket, "connect", guard)
     monkeypatch.setattr(socket, "create_connection", guard)
+
+
+@pytest.fixture(autouse=True)
+def _no_tokenizer(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Token figures are estimated unless a test installs a tokenizer (``tiny_tiktoken``), so no
+    test depends on whether tiktoken, or one of its encoding files, is on this machine."""
+    monkeypatch.setitem(sys.modules, "tiktoken", None)  # importing it raises ImportError
+    _tiktoken_counter.cache_clear()
+    yield
+    _tiktoken_counter.cache_clear()
+
+
+def _tiny_ranks() -> dict[bytes, int]:
+    """A byte-level BPE: every byte, then the prefixes of a few words, each one merge long."""
+    ranks = {bytes([i]): i for i in range(256)}
+    for word in ("context", "frame", "observation", "session", "the", "mind", "pressure"):
+        for end in range(2, len(word) + 1):
+            ranks.setdefault(word[:end].encode(), len(ranks))
+            ranks.setdefault(b" " + word[: end - 1].encode(), len(ranks))
+    return ranks
+
+
+@pytest.fixture
+def tiny_tiktoken(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The real tiktoken, with a small BPE standing in for ``o200k_base`` (the encoding of
+    gpt-4o and its family: the real file is fetched from the network, which tests never do).
+    Returns that encoding."""
+    if TIKTOKEN is None:
+        pytest.fail("tiktoken is a dev dependency: pip install -e '.[dev]'")
+    ranks = _tiny_ranks()
+    encoding = TIKTOKEN.Encoding(
+        "o200k_base",
+        pat_str=r"\s?[A-Za-z]+|\s?\d+|\s?[^\sA-Za-z\d]+|\s+",
+        mergeable_ranks=ranks,
+        special_tokens={"<|endoftext|>": len(ranks)},
+    )
+    monkeypatch.setitem(sys.modules, "tiktoken", TIKTOKEN)
+    monkeypatch.setitem(TIKTOKEN.registry.ENCODINGS, "o200k_base", encoding)
+    _tiktoken_counter.cache_clear()
+    return encoding
 
 
 @pytest.fixture(params=BACKENDS)

@@ -3,6 +3,7 @@ and an exact tokenizer when one is installed."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -68,17 +69,31 @@ Counter = Callable[[str], int]
 
 
 def exact_counter(model: str) -> Counter | None:
-    """An exact tokenizer for ``model`` when ``tiktoken`` is installed and has its encoding
-    available offline; None otherwise (the estimate is used)."""
+    """An exact tokenizer for ``model`` when ``tiktoken`` is installed and knows the model; None
+    otherwise, and the estimate is used. ``model`` is a model spec (``openai:gpt-4o``) or a bare
+    OpenAI model name; another provider's spec (``anthropic:...``, ``scripted:...``) gets None,
+    since tiktoken's encodings are OpenAI's. Resolved once per model and process: tiktoken reads
+    the encoding from its cache and fetches it once when absent; when that fails (offline), or
+    the name is unknown to tiktoken (a local model behind an OpenAI-compatible server), the
+    answer is None for the rest of the process. Special-token text such as ``<|endoftext|>`` in
+    an observation is counted as ordinary text."""
+    provider, colon, name = model.partition(":")
+    if colon and provider != "openai":
+        return None
+    return _tiktoken_counter(name if colon else model)
+
+
+@functools.lru_cache(maxsize=64)
+def _tiktoken_counter(name: str) -> Counter | None:
     try:
-        import tiktoken  # type: ignore[import-not-found]
+        import tiktoken  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return None
     try:
-        encoding = tiktoken.encoding_for_model(model)
-    except (KeyError, ValueError, OSError):  # unknown model, or its files are not available
+        encoding = tiktoken.encoding_for_model(name)
+    except (KeyError, ValueError, OSError):  # unknown model, or its file cannot be had
         return None
-    return lambda text: len(encoding.encode(text))
+    return lambda text: len(encoding.encode_ordinary(text))
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,7 @@ def _engine(
         ask_default=settings.ask_default,
         delta=settings.delta_for(model_spec or settings.model),
         delta_messages=settings.delta_messages_for(model_spec or settings.model),
+        exact_tokens=settings.exact_tokens,
     )
     return Engine(ctx, model, build_tools(settings), config)
 

@@ -12,6 +12,7 @@ import click
 
 from morphz.capacity import Budget
 from morphz.encoding.blocks import encoding_layout
+from morphz.encoding.tokens import exact_counter
 from morphz.interfaces import render
 from morphz.interfaces.cli import (
     context_argument,
@@ -34,7 +35,13 @@ from morphz.interfaces.cli import (
     metavar="N",
     help="Token budget for this compile (instead of the context's configured one).",
 )
-@click.option("--model", default="none", show_default=True, help="Model named in the encoding.")
+@click.option(
+    "--model",
+    default="none",
+    show_default=True,
+    help="Model spec the request is for (openai:NAME, anthropic:NAME): named in the encoding, "
+    "and tokens are counted for it as the runtime counts them (exact, calibrated, estimated).",
+)
 @db_option
 @format_option
 def encoding_command(
@@ -50,7 +57,14 @@ def encoding_command(
         limits = ctx.budget()
         if budget is not None:
             limits = replace(limits, configured=budget)
-        encoding = ctx.encode(session=session, budget=limits, model=model, local_time=local_time)
+        encoding = ctx.encode(
+            session=session,
+            budget=limits,
+            model=model,
+            local_time=local_time,
+            calibration=ctx.calibration(model),
+            counter=exact_counter(model),
+        )
     layout = encoding_layout(encoding).to_dict(encoding.text)
     emit(fmt, encoding.to_dict() | {"cache": layout}, lambda: encoding.text.rstrip("\n"))
 

@@ -10,6 +10,7 @@ points the OpenAI-compatible adapter at vLLM, Ollama, llama.cpp server or a host
     model = "openai:gpt-4o-mini"      # or anthropic:NAME, scripted:PATH
     step_limit = 24
     ask_default = "deny"              # non-interactive answer to "ask" policies
+    tokenizer = "auto"                # auto: exact counts when tiktoken knows the model; estimate
     [budget]                          # tokens
     window = 128000
     output_reserve = 8000
@@ -59,6 +60,7 @@ class Settings:
     openai_base_url: str | None = None
     anthropic_base_url: str | None = None
     anthropic_prompt_cache: str = "5m"
+    exact_tokens: bool = True  # tokenizer = "auto" (False: "estimate")
     files: tuple[Path, ...] = ()  # the configuration files that were read (protected paths)
     delta_models: frozenset[str] = frozenset()  # model specs with ContextDelta turned on
     delta_inline: frozenset[str] = frozenset()  # ... whose increments share the seed's message
@@ -102,6 +104,7 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         "model",
         "step_limit",
         "ask_default",
+        "tokenizer",
         "budget",
         "policies",
         "openai",
@@ -125,6 +128,9 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
     ask = data.get("ask_default", "deny")
     if ask not in ("allow", "deny"):
         raise InputError("ask_default must be allow or deny")
+    tokenizer = data.get("tokenizer", "auto")
+    if tokenizer not in ("auto", "estimate"):
+        raise InputError(f"tokenizer must be auto or estimate, not {tokenizer!r}")
     return Settings(
         model=str(data.get("model", "scripted:")),
         step_limit=int(data.get("step_limit", 24)),
@@ -134,6 +140,7 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         openai_base_url=dict(data.get("openai", {})).get("base_url") or env.get("OPENAI_BASE_URL"),
         anthropic_base_url=anthropic.get("base_url"),
         anthropic_prompt_cache=anthropic.get("prompt_cache", "5m"),
+        exact_tokens=tokenizer == "auto",
         files=files,
         delta_models=_delta_models(data.get("models", {}), "delta", False),
         delta_inline=_delta_models(data.get("models", {}), "delta_messages", True),

@@ -42,7 +42,7 @@ from morphz.encoding.blocks import CacheLayout, PlainLayouts
 from morphz.encoding.compile import EncodeOptions, Encoding
 from morphz.encoding.delta import DeltaEncoder
 from morphz.encoding.sessions import MAX_REFS
-from morphz.encoding.tokens import Calibration, estimate_tokens
+from morphz.encoding.tokens import Calibration, Counter, estimate_tokens, exact_counter
 from morphz.errors import MorphzError
 from morphz.ids import ref_seq
 from morphz.observe import Observation
@@ -74,6 +74,7 @@ class RuntimeConfig:
     delta: bool = False  # ContextDelta for this model
     delta_messages: bool = True  # ... with each increment in a message of its own
     max_output_tokens: int = 4096
+    exact_tokens: bool = True  # count with the model's tokenizer when one is installed
 
 
 @dataclass(slots=True)
@@ -113,6 +114,7 @@ class Engine:
         self.tools = tools
         self.config = config
         self.calibration: Calibration = ctx.calibration(model.name)  # what earlier runs learned
+        self.counter: Counter | None = exact_counter(model.name) if config.exact_tokens else None
         self.clock: Callable[[], str] = _now
 
     async def run(
@@ -240,6 +242,7 @@ class _Run:
             authority=self.e.tools.authority(),
             budget=self.e.config.budget,
             calibration=self.e.calibration,
+            counter=self.e.counter,
             extra_parts=tuple(json.dumps(t.schema.to_dict()) for t in tools),
             only_observations=only,
         )
