@@ -103,6 +103,25 @@ def test_chat_slash_commands_and_one_turn(setup: tuple[Path, Path, Path]) -> Non
     assert "ranked by relevance" in result.stdout  # /recall
 
 
+def test_chat_encoding_shows_what_the_agent_would_see(setup: tuple[Path, Path, Path]) -> None:
+    """/encoding compiles as the engine does: the chat's session, its model and budget, the
+    tool schemas counted in the figure (not the context's default view)."""
+    db, workspace, script = setup
+    (Path.cwd() / "morphz.toml").write_text("[budget]\nlimit = 50000\n")
+    args = ["chat", "--model", f"scripted:{script}", "--session", "ops", "--workspace"]
+    lines = "/encoding\n/quit\n"
+    result = CliRunner().invoke(main, [*args, str(workspace), "--db", str(db)], input=lines)
+    assert result.exit_code == 0, result.output
+    assert " (session ops)\n" in result.stdout
+    assert f'(model "scripted:{script.name}")' in result.stdout
+    assert "(hard 50000)" in result.stdout
+    assert "(authority (context_tx allow) (edit_file ask) (exec ask)" in result.stdout
+    with morphz.open(db) as opened:
+        plain = opened.context("context-default").encode(session="ops")
+    shown = int(result.stdout.split("(tokens ", 1)[1].split(")", 1)[0])
+    assert shown > plain.tokens + 500  # the eight tool schemas are counted
+
+
 def test_bad_model_spec_is_a_clear_error(setup: tuple[Path, Path, Path]) -> None:
     db, _, _ = setup
     result = CliRunner().invoke(main, ["exec", "hi", "--model", "gpt4", "--db", str(db)])

@@ -135,6 +135,7 @@ def test_the_runtime_counts_exactly_when_it_can(
     engine, seen = _engine(ctx, "openai:gpt-4o", tmp_path)
     assert asyncio.run(engine.run("hello")).state == "delivered"
     assert "(figure exact)" in seen[0].encoding
+    assert engine.encoding().pressure.kind == "exact"  # what chat's /encoding shows
 
 
 def test_the_runtime_estimates_when_told_to(

@@ -185,7 +185,7 @@ def chat_command(
             if not line.strip():
                 continue
             if line.startswith("/"):
-                if not _slash(ctx, line.strip()):
+                if not _slash(engine, session, line.strip()):
                     break
                 continue
             result = asyncio.run(_follow(ctx, session, engine.run(line, session=session)))
@@ -224,7 +224,10 @@ def _worth_showing(event: morphz.Event, session: str) -> bool:
     return event.kind != "model_reply" or bool((event.payload or {}).get("tool_calls"))
 
 
-def _slash(ctx: morphz.Context, line: str) -> bool:
+def _slash(engine: Engine, session: str, line: str) -> bool:
+    """One chat command; False for /quit. /encoding shows what the agent's next request in this
+    session would carry, compiled as the engine compiles it."""
+    ctx = engine.ctx
     command, _, rest = line.partition(" ")
     if command == "/quit":
         return False
@@ -233,7 +236,7 @@ def _slash(ctx: morphz.Context, line: str) -> bool:
     elif command == "/mind":
         click.echo(render.mind(ctx.mind(), all_observations=False))
     elif command == "/encoding":
-        click.echo(ctx.encode().text)
+        click.echo(engine.encoding(session).text)
     elif command == "/recall" and rest.strip():
         click.echo(render.search_page(ctx.recall.search(rest.strip())))
     else:

@@ -117,6 +117,28 @@ class Engine:
         self.counter: Counter | None = exact_counter(model.name) if config.exact_tokens else None
         self.clock: Callable[[], str] = _now
 
+    def options(self, session: str, *, batch: bool = False, **fields: Any) -> EncodeOptions:
+        """How this engine compiles for ``session``: its model, clock, authority, budget and
+        token figures, counting the schemas of the tools a request offers (the maintenance set
+        for a ``batch``, else the work set); ``fields`` add the activation's own."""
+        tools = self.tools.offered(maintenance=batch)
+        return EncodeOptions(
+            session=session,
+            model=self.model.name,
+            local_time=self.clock(),
+            authority=self.tools.authority(),
+            budget=self.config.budget,
+            calibration=self.calibration,
+            counter=self.counter,
+            extra_parts=tuple(json.dumps(t.schema.to_dict()) for t in tools),
+            **fields,
+        )
+
+    def encoding(self, session: str = "default") -> Encoding:
+        """The encoding a request in ``session`` would carry now, outside any activation: what
+        ``morphz chat``'s /encoding shows."""
+        return self.ctx.encode(self.options(session))
+
     async def run(
         self, prompt: str, *, session: str = "default", objective: str | None = None
     ) -> ActivationResult:
@@ -231,19 +253,12 @@ class _Run:
         work tool set even in maintenance: it is then the pressure of the request that resuming
         work would send (at least the request sent), the figure that decides resuming. A batch
         (``only``) is measured on exactly what it sends, since it must fit the hard limit."""
-        tools = self.e.tools.offered(maintenance=only is not None)
-        options = EncodeOptions(
-            session=self.session,
+        options = self.e.options(
+            self.session,
+            batch=only is not None,
             activation=self.activation,
-            model=self.e.model.name,
-            local_time=self.e.clock(),
             objectives=(self.objective,),
             scheduling={"mode": "maintenance" if maintenance else "work"},
-            authority=self.e.tools.authority(),
-            budget=self.e.config.budget,
-            calibration=self.e.calibration,
-            counter=self.e.counter,
-            extra_parts=tuple(json.dumps(t.schema.to_dict()) for t in tools),
             only_observations=only,
         )
         return await asyncio.to_thread(self.e.ctx.encode, options)
