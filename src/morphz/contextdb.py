@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from morphz.database import Database
     from morphz.encoding.compile import EncodeOptions, Encoding
     from morphz.encoding.tokens import Calibration
+    from morphz.encoding.view import View
     from morphz.recall.api import Recall, RecallIndex
 
 DEFAULT_SESSION = "default"
@@ -179,6 +180,18 @@ class Context:
         """Store this context's token budget (a runtime setting, not mind state)."""
         with self.db.store.write(self.id) as w:
             w.active.put_setting("budget", budget.to_dict())
+
+    def view(self) -> View:
+        """How this context is shown to a model: preview threshold, session working set."""
+        from morphz.encoding.view import stored_view
+
+        with self.db.store.read(self.id) as r:
+            return stored_view(r.active.settings())
+
+    def set_view(self, view: View) -> None:
+        """Store this context's view (a runtime setting, not mind state)."""
+        with self.db.store.write(self.id) as w:
+            w.active.put_setting("view", view.to_dict())
 
     def calibration(self, model: str) -> Calibration:
         """What this context has learned about ``model``'s token counts (provider-reported input

@@ -5,6 +5,7 @@ from morphz.encoding.compile import EncodeOptions, Encoding, Region, compile_enc
 from morphz.encoding.delta import DeltaEncoder
 from morphz.encoding.prefix import BlockCacheMeter, PrefixMeter, common_prefix
 from morphz.encoding.tokens import Calibration, estimate_tokens
+from morphz.encoding.view import View
 
 __all__ = [
     "BlockCacheMeter",
@@ -16,6 +17,7 @@ __all__ = [
     "PlainLayouts",
     "PrefixMeter",
     "Region",
+    "View",
     "common_prefix",
     "compile_encoding",
     "encoding_layout",

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from morphz.capacity import Budget, Pressure, pressure
 from morphz.encoding import render
 from morphz.encoding.protocol import PROTOCOL
 from morphz.encoding.sessions import SessionPlan, horizon, plan_sessions
 from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens
+from morphz.encoding.view import View, stored_view
 from morphz.ids import make_ref
 from morphz.mind.state import Edge, Frame
 from morphz.store.active_base import ActiveObservation
@@ -36,6 +37,7 @@ REGION_ORDER = (
     "evaluation-environment",
     "evaluate",
 )
+_T = TypeVar("_T")
 PRESSURE_SLACK = 48  # tokens for the pressure figures themselves, added before they are known
 
 
@@ -57,12 +59,26 @@ class EncodeOptions:
     calibration: Calibration | None = None
     counter: Counter | None = None  # an exact tokenizer
     extra_parts: tuple[str, ...] = ()  # tool schemas and messages sent with the encoding
-    preview_threshold: int = render.DEFAULT_PREVIEW_THRESHOLD
-    session_hours: float = 24.0
-    session_count: int = 50
-    session_tokens: int = 4_000
+    # the view (None: the context's stored one, see morphz.encoding.view)
+    preview_threshold: int | None = None
+    session_hours: float | None = None
+    session_count: int | None = None
+    session_tokens: int | None = None
     now: str | None = None  # ISO time the session window is measured from (default local_time)
     only_observations: frozenset[int] | None = None  # a maintenance batch: show only these
+
+    def view_over(self, stored: View) -> View:
+        """``stored`` with the view settings these options give (checked: InputError)."""
+        return View(
+            _given(self.preview_threshold, stored.preview_threshold),
+            _given(self.session_hours, stored.session_hours),
+            _given(self.session_count, stored.session_count),
+            _given(self.session_tokens, stored.session_tokens),
+        )
+
+
+def _given(value: _T | None, stored: _T) -> _T:
+    return stored if value is None else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +118,7 @@ class Encoding:
     # what ContextDelta compares between requests, without reading the text again
     items: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     frame_lines: tuple[str, ...] = ()
+    view: View = field(default_factory=View)  # the stored view with the options' overrides
 
     @property
     def tokens(self) -> int:
@@ -121,6 +138,7 @@ class Encoding:
             "pressure": self.pressure.to_dict(),
             "regions": [r.to_dict() for r in self.regions],
             "sessions": self.sessions.to_dict(),
+            "view": self.view.to_dict(),
         }
         if include_text:
             out["text"] = self.text
@@ -139,7 +157,11 @@ def read_state(r: ReadTxn) -> ActiveState:
 
 
 def stored_budget(r: ReadTxn) -> Budget:
-    data = r.active.settings().get("budget")
+    return _budget(r.active.settings())
+
+
+def _budget(settings: Mapping[str, Any]) -> Budget:
+    data = settings.get("budget")
     return Budget.from_dict(data) if data else Budget()
 
 
@@ -206,14 +228,16 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
         state = ActiveState(
             state.version, state.clock, shown, state.frames, state.relations, state.checkpoints
         )
-    budget = opts.budget or stored_budget(r)
+    settings = r.active.settings()  # one read: the budget and the view
+    budget = opts.budget or _budget(settings)
+    view = opts.view_over(stored_view(settings))
     cited = r.active.cited_by([f"@e{o.seq}" for o in state.observations])
     running = r.activations(running_only=True)
     window = r.active.session_window(
-        opts.session, horizon(opts, opts.now or opts.local_time), opts.session_count
+        opts.session, horizon(view, opts.now or opts.local_time), view.session_count
     )
-    sessions = plan_sessions(window, state.observations, running, opts)
-    inbox = [render.observation(o, opts.preview_threshold) for o in state.observations]
+    sessions = plan_sessions(window, state.observations, running, opts.session, view)
+    inbox = [render.observation(o, view.preview_threshold) for o in state.observations]
     frames = tuple(render.frame(f, state.clock) for f in state.frames)
     items = {
         "observation-state": tuple(
@@ -256,7 +280,7 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     parts.extend(tail)
     text, regions = _assemble(parts)
     lengths = tuple(len(item) for item in inbox)
-    return Encoding(text, regions, level, state, sessions, opts, lengths, items, frames)
+    return Encoding(text, regions, level, state, sessions, opts, lengths, items, frames, view)
 
 
 def _assemble(parts: list[tuple[str, str]]) -> tuple[str, tuple[Region, ...]]:

@@ -134,7 +134,7 @@ def _changes(encoding: Encoding, sent: DeltaState, now: DeltaState) -> list[str]
     """What arrived since ``sent``: observations, frames new or re-rendered, relations and
     checkpoints (the increment's lines before the updates of the tracked regions)."""
     state = encoding.state
-    threshold = encoding.options.preview_threshold
+    threshold = encoding.view.preview_threshold
     lines = [
         f"(arrived {render.observation(o, threshold)})"
         for o in state.observations

@@ -20,7 +20,7 @@ from morphz.store.base import ActivationRow, SessionRow
 from morphz.txlang.sexpr import quote
 
 if TYPE_CHECKING:
-    from morphz.encoding.compile import EncodeOptions
+    from morphz.encoding.view import View
 
 MAX_REFS = 20  # inbox refs listed for a session shown in full
 
@@ -79,7 +79,8 @@ def plan_sessions(
     window: SessionWindow,
     observations: Sequence[ActiveObservation],
     running: Sequence[ActivationRow],
-    opts: EncodeOptions,
+    current: str,
+    view: View,
 ) -> SessionPlan:
     """The directory for the sessions the store selected (:meth:`ActiveStore.session_window`:
     the current one, then the most recent inside the time window, up to the count), shown in
@@ -91,7 +92,7 @@ def plan_sessions(
     for act in running:
         busy[act.session_id] = busy.get(act.session_id, 0) + 1
     plan = SessionPlan()
-    others = sum(1 for row in window.rows if row.session_id != opts.session)
+    others = sum(1 for row in window.rows if row.session_id != current)
     for reason, n in (
         ("retired", window.retired),
         ("inactive-beyond-window", window.inactive),
@@ -103,9 +104,9 @@ def plan_sessions(
     for row in window.rows:
         text = _full(row, refs.get(row.session_id, []), busy.get(row.session_id, 0))
         level = "full"
-        if row.session_id != opts.session and spent + estimate_tokens(text) > opts.session_tokens:
+        if row.session_id != current and spent + estimate_tokens(text) > view.session_tokens:
             text, level = _metadata(row), "metadata"
-            if spent + estimate_tokens(text) > opts.session_tokens:
+            if spent + estimate_tokens(text) > view.session_tokens:
                 plan.excluded["over-token-budget"] = plan.excluded.get("over-token-budget", 0) + 1
                 continue
         spent += estimate_tokens(text)
@@ -113,7 +114,7 @@ def plan_sessions(
     return plan
 
 
-def horizon(opts: EncodeOptions, now: str | None) -> str | None:
+def horizon(view: View, now: str | None) -> str | None:
     """The start of the session time window (ISO, with offset), or None without a clock."""
     moment = _parse(now)
-    return None if moment is None else (moment - timedelta(hours=opts.session_hours)).isoformat()
+    return None if moment is None else (moment - timedelta(hours=view.session_hours)).isoformat()

@@ -1,6 +1,6 @@
-"""The encoding and capacity commands of the ``morphz`` command line: ``context encoding`` and
-``context budget``. Same conventions as :mod:`morphz.interfaces.cli`; registered onto its
-``context`` group when imported. Reference: docs/cli.md.
+"""The encoding and capacity commands of the ``morphz`` command line: ``context encoding``,
+``context budget`` and ``context view``. Same conventions as :mod:`morphz.interfaces.cli`;
+registered onto its ``context`` group when imported. Reference: docs/cli.md.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import click
 from morphz.capacity import Budget
 from morphz.encoding.blocks import encoding_layout
 from morphz.encoding.tokens import exact_counter
+from morphz.encoding.view import View
 from morphz.interfaces import render
 from morphz.interfaces.cli import (
     context_argument,
@@ -114,3 +115,58 @@ def budget_command(
         {"budget": current.to_dict(), "pressure": pressure},
         lambda: render.budget(current, pressure),
     )
+
+
+@context_group.command("view")
+@context_argument
+@click.option(
+    "--preview-threshold",
+    type=int,
+    metavar="N",
+    help="Characters above which an observation shows only its head and tail.",
+)
+@click.option(
+    "--session-hours",
+    type=float,
+    metavar="H",
+    help="Other sessions last active longer ago are left out of the directory.",
+)
+@click.option(
+    "--session-count", type=int, metavar="N", help="Sessions listed at most (current included)."
+)
+@click.option(
+    "--session-tokens",
+    type=int,
+    metavar="N",
+    help="The directory's token budget: sessions in full, then as metadata, then left out.",
+)
+@db_option
+@format_option
+def view_command(
+    *,
+    context_id: str,
+    preview_threshold: int | None,
+    session_hours: float | None,
+    session_count: int | None,
+    session_tokens: int | None,
+    db_path: str,
+    fmt: str,
+) -> None:
+    """Show how CTX is shown to a model; with options, change it first.
+
+    The inbox preview threshold and the session directory's working set, used by every
+    encoding of CTX (the runtime's, `context encoding`, `ctx.encode`) unless a compile
+    overrides them."""
+    with open_context(db_path, context_id) as ctx:
+        current = ctx.view()
+        changes = {
+            "preview_threshold": preview_threshold,
+            "session_hours": session_hours,
+            "session_count": session_count,
+            "session_tokens": session_tokens,
+        }
+        given = {k: v for k, v in changes.items() if v is not None}
+        if given:
+            current = View.from_dict({**current.to_dict(), **given})
+            ctx.set_view(current)
+    emit(fmt, {"view": current.to_dict()}, lambda: render.view(current))

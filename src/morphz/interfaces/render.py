@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from morphz.capacity import Budget
+from morphz.encoding.view import View
 from morphz.errors import MorphzError, TxError
 from morphz.events import Event
 from morphz.observe import ImportReport
@@ -434,5 +435,16 @@ def budget(b: Budget, pressure: dict[str, Any]) -> str:
             ("hard", f"{b.hard:,}"),
             ("levels", f"notice {b.notice:,}, warning {b.warning:,}, critical {b.critical:,}"),
             ("pressure", _pressure(pressure)),
+        ]
+    )
+
+
+def view(v: View) -> str:
+    return pairs(
+        [
+            ("preview threshold", f"{v.preview_threshold:,} characters"),
+            ("session window", f"{v.session_hours:g} hours"),
+            ("session count", f"{v.session_count:,} (the current session included)"),
+            ("session tokens", f"{v.session_tokens:,}"),
         ]
     )

@@ -445,7 +445,7 @@ def _observation_costs(encoding: Encoding, factor: float) -> dict[int, int]:
     """What showing each observation of ``encoding`` adds to a request, as the pressure figure
     counts it: its inbox entry and its observation-state line if it has one, each with its
     separator (estimates of parts add up to at least the estimate of the whole)."""
-    threshold = encoding.options.preview_threshold
+    threshold = encoding.view.preview_threshold
     states = {
         m.group(1): estimate_tokens("\n " + m.group(0).strip())
         for m in _STATE_LINE.finditer(encoding.region("observation-state"))

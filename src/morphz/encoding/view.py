@@ -1,0 +1,56 @@
+"""How a context is shown to a model, apart from what it holds: the size above which an inbox
+observation is shown as a preview, and the session directory's working set (time window, count,
+token budget). Stored per context as a runtime setting (not mind state, so not in the audit), like
+the token budget; a compile may override any of it (:class:`~morphz.encoding.EncodeOptions`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from morphz.encoding.render import DEFAULT_PREVIEW_THRESHOLD
+from morphz.errors import InputError
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    preview_threshold: int = DEFAULT_PREVIEW_THRESHOLD  # characters; longer: head and tail
+    session_hours: float = 24.0  # other sessions last active longer ago are left out
+    session_count: int = 50  # sessions listed at most, the current one included
+    session_tokens: int = 4_000  # the directory's estimated tokens: full, then metadata
+
+    def __post_init__(self) -> None:
+        _whole("preview_threshold", self.preview_threshold, 1, "a number of characters")
+        _whole("session_count", self.session_count, 1, "the current session is always listed")
+        _whole("session_tokens", self.session_tokens, 0, "a number of tokens")
+        hours = self.session_hours
+        if isinstance(hours, bool) or not isinstance(hours, int | float):
+            raise InputError(f"session_hours must be a number of hours, not {hours!r}")
+        if not math.isfinite(hours) or hours <= 0:
+            raise InputError(f"session_hours must be more than 0 hours, not {hours!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> View:
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise InputError(f"unknown view settings {sorted(unknown)}: use {sorted(known)}")
+        return cls(**data)
+
+
+def _whole(name: str, value: object, least: int, why: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        said = f"{name} must be a whole number of at least {least} ({why})"
+        raise InputError(f"{said}, not {value!r}")
+
+
+def stored_view(settings: Mapping[str, Any]) -> View:
+    """The context's view, from its runtime settings (the default one until set)."""
+    data = settings.get("view")
+    return View.from_dict(data) if data else View()
