@@ -79,10 +79,6 @@ class DeltaEncoder:
         self._seed_layout: CacheLayout | None = None
         self._cuts: list[int] = []  # where each increment of the current request starts
 
-    def reset(self) -> None:
-        """Forget what was sent: the next request is a new seed."""
-        self.text, self.sent = None, None
-
     @property
     def layout(self) -> CacheLayout:
         """The cache layout of the last request (see :mod:`morphz.encoding.blocks`)."""

@@ -4,7 +4,6 @@ and an exact tokenizer when one is installed."""
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -20,16 +19,6 @@ def estimate_tokens(text: str) -> int:
     wide = sum(1 for char in text if ord(char) > 0x2E7F)
     other = len(text) - wide
     return (other + 3) // 4 + wide
-
-
-def request_text_parts(
-    encoding: str, tools: Sequence[dict[str, Any]] = (), messages: Sequence[dict[str, Any]] = ()
-) -> list[str]:
-    """The pieces of a whole model request whose tokens count: encoding, tool schemas, messages."""
-    parts = [encoding]
-    parts.extend(json.dumps(tool, sort_keys=True) for tool in tools)
-    parts.extend(json.dumps(message, sort_keys=True) for message in messages)
-    return parts
 
 
 @dataclass(slots=True)
