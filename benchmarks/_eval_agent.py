@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from _eval_world import CURRENT_Q, FACT, HISTORY_Q, slug
 from morphz.runtime.models.base import ModelRequest, ModelResponse, ToolCall
-from morphz.txlang.sexpr import Atom, SExpr, SList, Str, quote, read_one, to_text
+from morphz.txlang.sexpr import Atom, SExpr, SList, Str, quote, read, to_text
 
 AGENT_TOOLS = frozenset({"context_tx", "recall"})
 
@@ -50,7 +50,7 @@ class FrameSeen:
 
 @dataclass(frozen=True, slots=True)
 class View:
-    """An encoding as the builtin agent reads it (the whole encoding is one S-expression)."""
+    """An encoding as the builtin agent reads it."""
 
     session: str
     version: int
@@ -62,43 +62,84 @@ class View:
 
     @classmethod
     def parse(cls, encoding: str) -> View:
-        root = read_one(encoding)
+        """The encoding, or with ContextDelta the seed with every increment applied in order
+        (the protocol's ``increments`` rules)."""
+        forms = read(encoding)
+        root = forms[0]
         if not isinstance(root, SList) or root.head != "context-encoding":
             raise ValueError("not a context encoding")
         regions = {item.head: item for item in root.items if isinstance(item, SList)}
-        kernel = regions["kernel"]
-        pressure = _child(kernel, "pressure")
-        scheduling = _child(kernel, "scheduling")
-        mode = _child(scheduling, "mode") if scheduling is not None else None
-        protected = {
-            _atom(item.items[0])
-            for item in regions["observation-state"].items[1:]
-            if isinstance(item, SList) and _child(item, "protected") is not None
+        kernel = _entries(regions["kernel"])
+        state = _entries(regions["observation-state"])
+        inbox = [i for i in regions["inbox"].items[1:] if isinstance(i, SList)]
+        frames = {
+            _atom(i.items[1]): i
+            for i in regions["mind"].items[1:]
+            if isinstance(i, SList) and i.head == "frame"
         }
-        inbox = tuple(
-            _seen(item, protected)
-            for item in regions["inbox"].items[1:]
-            if isinstance(item, SList) and item.head == "observation"
-        )
-        frames = tuple(
-            _frame(item)
-            for item in regions["mind"].items[1:]
-            if isinstance(item, SList) and item.head == "frame"
-        )
+        for form in forms[1:]:
+            if isinstance(form, SList) and form.head == "context-delta":
+                _apply(form, inbox, frames, kernel, state)
+        protected = {key for key, item in state.items() if _child(item, "protected") is not None}
+        pressure = kernel.get("pressure")
+        scheduling = kernel.get("scheduling")
+        mode = _child(scheduling, "mode") if scheduling is not None else None
         return cls(
-            session=_atom(_value(kernel, "session")),
-            version=int(_atom(_value(kernel, "mind-version"))),
+            session=_atom(kernel["session"].items[1]),
+            version=int(_atom(kernel["mind-version"].items[1])),
             level=_atom(_value(pressure, "level")) if pressure else "normal",
             tokens=int(_atom(_value(pressure, "tokens"))) if pressure else 0,
             mode=_text(mode.items[1]) if mode is not None and len(mode.items) > 1 else "work",
-            inbox=inbox,
-            frames=frames,
+            inbox=tuple(_seen(item, protected) for item in inbox if item.head == "observation"),
+            frames=tuple(_frame(item) for item in frames.values()),
         )
 
     def root(self) -> Seen | None:
         """The current request: the newest user message of this session."""
         mine = [s for s in self.inbox if s.kind == "user_message" and s.session == self.session]
         return mine[-1] if mine else None
+
+
+def _entries(region: SList) -> dict[str, SList]:
+    """A region's entries by their head (``(@e12 ...)`` by its ref)."""
+    out: dict[str, SList] = {}
+    for item in region.items[1:]:
+        if isinstance(item, SList) and item.items:
+            out[to_text(item.items[0])] = item
+    return out
+
+
+def _apply(
+    delta: SList,
+    inbox: list[SList],
+    frames: dict[str, SList],
+    kernel: dict[str, SList],
+    state: dict[str, SList],
+) -> None:
+    """One ``(context-delta ...)``: what arrived, what changed, what left the view."""
+    for item in delta.items[1:]:
+        if not isinstance(item, SList):
+            continue
+        if item.head == "arrived" and isinstance(item.items[1], SList):
+            inbox.append(item.items[1])
+        elif item.head in ("derived", "updated"):
+            frame = item.items[1]
+            assert isinstance(frame, SList)
+            frames[_atom(frame.items[1])] = frame
+        elif item.head == "retired":
+            gone = {_atom(x) for x in item.items[1:]}
+            inbox[:] = [o for o in inbox if _atom(o.items[1]) not in gone]
+            for fid in gone & frames.keys():
+                del frames[fid]
+        elif item.head in ("kernel-update", "observation-state-update"):
+            target = kernel if item.head == "kernel-update" else state
+            for entry in item.items[1:]:
+                if isinstance(entry, SList) and entry.items:
+                    key = to_text(entry.items[0])
+                    if len(entry.items) == 1:  # withdrawn
+                        target.pop(key, None)
+                    else:
+                        target[key] = entry
 
 
 def _child(lst: SList | None, name: str) -> SList | None:

@@ -72,6 +72,7 @@ class Sample:
     kernel_tokens: int  # the pressure figure the kernel showed the model
     level: str
     maintenance: bool  # only context_tx and recall were offered
+    increments: int = 0  # ContextDelta increments the request carried
     input_tokens: int | None = None
     output_tokens: int | None = None
     cached_tokens: int | None = None
@@ -111,6 +112,7 @@ class Recorder:
         level, shown = found[-1] if found else ("unknown", "0")
         names = {t.name for t in request.tools}
         sample = Sample(request_tokens(request), int(shown), level, names == AGENT_TOOLS)
+        sample.increments = request.encoding.count("\n(context-delta\n")
         self.samples.append(sample)
         text = request_text(request)
         self.meter.add(text)
@@ -167,6 +169,7 @@ class Recorder:
                 "requests": self.meter.requests,
                 "measured_on": "tool schemas + encoding of each request, first one excluded",
                 "mark_only_cache": round(self.blocks.rate, 4),  # BlockCacheMeter, same requests
+                "requests_with_increments": sum(1 for x in s if x.increments),
             },
         }
 
@@ -234,6 +237,7 @@ def run_harness(
     temporary one); what it returned, the recorder's figures and the trajectory."""
     with store_folder(args.db, f"morphz-{name}-eval-") as folder:
         harness = Harness(model, folder, SimClock(), args.step_limit, f"eval-{name}", budget)
+        harness.delta = args.delta
 
         async def go() -> tuple[T, dict[str, Any]]:
             harness.open()
@@ -252,7 +256,10 @@ def report(
 ) -> dict[str, Any]:
     """The run's JSON document: what ran, then ``parts`` in order, then the time it took."""
     head = {"eval": kind, "model": args.model, "mode": "quick" if args.quick else "full"}
-    head |= {"seed": args.seed, "config": cfg | {"step_limit": args.step_limit}}
+    head |= {
+        "seed": args.seed,
+        "config": cfg | {"step_limit": args.step_limit, "delta": args.delta},
+    }
     return head | parts | {"seconds": round(time.perf_counter() - started, 2)}
 
 
@@ -291,6 +298,7 @@ class Harness:
     step_limit: int
     context_id: str
     budget: Budget
+    delta: bool = False  # ContextDelta requests
     turns: list[Turn] = field(default_factory=list)
     injected: list[str] = field(default_factory=list)  # refs of the injected observations
     restarts: int = 0
@@ -316,6 +324,7 @@ class Harness:
             step_limit=self.step_limit,
             protected_paths=(self.folder / "eval.db",),
             max_output_tokens=MAX_OUTPUT_TOKENS,
+            delta=self.delta,
         )
         self._engine = Engine(ctx, self.recorder, build_tools(Settings()), config)
         self._engine.clock = self.clock.iso
@@ -419,6 +428,11 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="also write the JSON document to this file")
     p.add_argument("--quick", action="store_true", help="a small run (seconds with builtin)")
     p.add_argument("--step-limit", type=int, default=24, help="model steps per activation")
+    p.add_argument(
+        "--delta",
+        action="store_true",
+        help="ContextDelta: each request of an activation extends the previous one",
+    )
     p.add_argument(
         "--db",
         type=Path,

@@ -43,3 +43,17 @@ def test_the_prefix_trajectories_report_every_entry(variant: bool) -> None:
         assert judged == [] and doc["all_met"] is None
     else:
         assert judged and doc["all_met"] == all(judged)
+
+
+def test_the_committed_example_encoding_is_current(tmp_path: Path) -> None:
+    """docs/example-encoding.txt is what the demo context's encoding is now (regenerate it with
+    ``benchmarks/encoding_bench.py --example docs/example-encoding.txt``)."""
+    out = tmp_path / "example.txt"
+    subprocess.run(
+        [sys.executable, str(SCRIPT), "--example", str(out)],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    committed = SCRIPT.parent.parent / "docs" / "example-encoding.txt"
+    assert out.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")

@@ -151,6 +151,25 @@ def test_pressure_eval_builtin_keeps_every_planted_fact(
     assert not list(isolated.glob("*.db"))  # the store lived in a temporary folder
 
 
+def test_the_builtin_agent_reads_context_delta_requests(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --delta, requests after the first of an activation carry increments; the builtin
+    agent applies them like a model would and keeps every fact."""
+    argv = ["--model", "builtin", "--quick", "--delta"]
+    doc = run_main(pressure_eval, argv, isolated / "p.json", capsys)
+    assert doc["config"]["delta"] is True
+    assert doc["prefix_reuse"]["requests_with_increments"] >= 1
+    facts = doc["facts"]
+    planted = pressure_eval.QUICK["facts"]
+    assert facts["in_mind_and_answered"] == planted
+    plain = run_main(pressure_eval, argv[:-1], isolated / "q.json", capsys)
+    assert plain["config"]["delta"] is False
+    assert plain["prefix_reuse"]["requests_with_increments"] == 0
+    # the same agent decisions, whatever the request's shape
+    assert [t["label"] for t in doc["trajectory"]] == [t["label"] for t in plain["trajectory"]]
+
+
 def test_long_run_eval_builtin_supersedes_instead_of_duplicating(
     isolated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

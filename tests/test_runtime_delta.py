@@ -175,29 +175,38 @@ def test_without_delta_every_request_is_the_fresh_encoding(
     assert not any(after.startswith(before) for before, after in pairwise(texts))
 
 
-def test_retiring_an_observation_already_sent_rebuilds_the_seed(
+def test_retiring_what_an_increment_brought_is_an_increment_and_seed_content_rebuilds(
     ctx: morphz.Context, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The tool result arrived in an increment: retiring it is one more increment. The note
+    observed before the activation is in the seed: retiring it rebuilds the seed."""
+    note = ctx.observe("external_event", "an old note").ref
+
     def agent(request: ModelRequest, step: int) -> ModelResponse:
+        version = version_of(request.encoding)
         if step == 1:
             return ModelResponse(None, (call("list_files", {}, step),))
         if step == 2:
             listed = refs_of(request.encoding, "tool_result")[-1]
-            version = version_of(request.encoding)
             return tx(f'(context-tx (base-version {version}) (reason "read") (retire {listed}))', 2)
         if step == 3:
+            return tx(f'(context-tx (base-version {version}) (reason "old") (retire {note}))', 3)
+        if step == 4:
             return ModelResponse(None, (call("recall", {"op": "search", "query": "x"}, step),))
         return ModelResponse("done")
 
     run = activate(ctx, workspace, monkeypatch, agent, delta=True)
-    first, listed, retired, searched = run.texts()
+    first, listed, retired, rebuilt, searched = run.texts()
     assert listed.startswith(first)
     listed_ref = refs_of(listed, "tool_result")[-1]
-    # the retire contradicts what was sent: a new seed, without the retired observation
-    assert not retired.startswith(listed)
-    assert retired == run.fresh[2].text
-    assert listed_ref not in refs_of(retired, "tool_result")
-    assert searched.startswith(retired)  # and increments again after it
+    assert retired.startswith(listed)
+    assert f"\n (retired {listed_ref})\n" in retired[len(listed) :]
+    # the note was in the seed: a new seed, without either retired observation
+    assert not rebuilt.startswith(retired)
+    assert rebuilt == run.fresh[3].text
+    assert listed_ref not in refs_of(rebuilt, "tool_result")
+    assert f"(observation {note} " in first and f"(observation {note} " not in rebuilt
+    assert searched.startswith(rebuilt)  # and increments again after it
 
 
 def test_a_mode_flip_starts_a_new_seed(

@@ -7,9 +7,15 @@ last request: new observations, new frames and frames whose rendering changed (p
 the remaining ticks of a retiring frame), new relations and checkpoints, and the entries of
 observation-state, session-directory, kernel and evaluation-environment that changed, then
 ``(evaluate)``. The kernel's pressure in an increment is that of the whole request sent (seed
-and increments), not of the fresh encoding. When something already sent changes (an observation
-retired, a frame revised, retired, restored or moved, a relation removed, a checkpoint dropped),
-increments would contradict it: the seed is rebuilt.
+and increments), not of the fresh encoding.
+
+What arrived in an increment may change in a later one: a frame derived since the seed and then
+revised or retiring is restated (``updated``); observations and frames that left the view are
+named (``retired``), edges removed (``unrelated``), checkpoints dropped
+(``dropped-checkpoints``). A change to the seed's own content (one of its observations retired,
+one of its frames revised, retired, restored or moved, one of its relations removed, one of its
+checkpoints dropped) rebuilds the seed, and so does moving a frame an increment brought, whose
+place in the mind order no increment can state.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from morphz.capacity import Pressure
 from morphz.encoding import render
 from morphz.encoding.blocks import CacheLayout, encoding_layout
 from morphz.encoding.compile import ActiveState, Encoding, pressure_figures, sent_pressure
+from morphz.ids import make_ref
 
 # regions whose items an increment restates when they change, and the increment's name for them
 _TRACKED = {
@@ -72,7 +79,8 @@ class DeltaEncoder:
 
     def __init__(self) -> None:
         self.text: str | None = None
-        self.sent: DeltaState | None = None
+        self.sent: DeltaState | None = None  # what the request shows: the seed and increments
+        self.seed: DeltaState | None = None  # what the seed alone shows
         self.rebuilds = 0
         self.increments = 0
         self.pressure: Pressure | None = None  # of the last request, as its kernel states it
@@ -88,12 +96,12 @@ class DeltaEncoder:
 
     def next(self, encoding: Encoding) -> str:
         """The request for ``encoding`` (a fresh compile of the current state)."""
-        if self.text is None or self.sent is None or self._contradicts(encoding.state):
+        if self.text is None or self.sent is None or self._touches_seed(encoding.state):
             layout = encoding_layout(encoding, seed=True)
             if self.text is not None and self._seed_layout is not None:
                 layout = layout.anchored(encoding.text, self.text, self.layout.marks)
             self.text, self.pressure = encoding.text, encoding.pressure
-            self.sent = _snapshot(encoding)
+            self.sent = self.seed = _snapshot(encoding)
             self._seed_layout, self._cuts = layout, []
             self.rebuilds += 1
             return self.text
@@ -112,18 +120,22 @@ class DeltaEncoder:
         self.increments += 1
         return self.text
 
-    def _contradicts(self, state: ActiveState) -> bool:
-        sent = self.sent
-        assert sent is not None
+    def _touches_seed(self, state: ActiveState) -> bool:
+        """Whether ``state`` changed what the seed shows (or moved a frame sent since)."""
+        seed, sent = self.seed, self.sent
+        assert seed is not None and sent is not None
         active = {o.seq for o in state.observations}
-        if any(seq not in active for seq in sent.observations):
+        if any(seq not in active for seq in seed.observations):
             return True
         frames = {f.id: (f.revision, f.lifecycle, f.pos) for f in state.frames}
-        if any(frames.get(fid) != was for fid, was in sent.frames.items()):
+        if any(frames.get(fid) != was for fid, was in seed.frames.items()):
             return True
-        if not sent.relations <= set(state.relations):
+        for fid, (_, _, pos) in sent.frames.items():
+            if fid in frames and frames[fid][2] != pos:
+                return True
+        if not seed.relations <= set(state.relations):
             return True
-        return not set(sent.checkpoints) <= set(state.checkpoints)
+        return not set(seed.checkpoints) <= set(state.checkpoints)
 
 
 def _changes(encoding: Encoding, sent: DeltaState, now: DeltaState) -> list[str]:
@@ -147,6 +159,23 @@ def _changes(encoding: Encoding, sent: DeltaState, now: DeltaState) -> list[str]
     new_checkpoints = [c for c in state.checkpoints if c not in sent.checkpoints]
     if new_checkpoints:
         lines.append(render.names("checkpointed", new_checkpoints))
+    return lines + _removals(sent, now, set(state.relations))
+
+
+def _removals(sent: DeltaState, now: DeltaState, relations: set[tuple[str, str, str]]) -> list[str]:
+    """What an increment brought and is gone now (the seed's own content never is: a change to
+    it rebuilds): observations and frames out of view, edges, checkpoints."""
+    lines = []
+    gone = [make_ref(seq) for seq in sent.observations if seq not in now.observations]
+    gone += [fid for fid in sent.frames if fid not in now.frames]
+    if gone:
+        lines.append(f"(retired {' '.join(gone)})")
+    removed = sorted(sent.relations - relations)
+    if removed:
+        lines.append("(unrelated" + "".join(f" ({s} {r} {o})" for s, r, o in removed) + ")")
+    dropped = [c for c in sent.checkpoints if c not in now.checkpoints]
+    if dropped:
+        lines.append(render.names("dropped-checkpoints", dropped))
     return lines
 
 

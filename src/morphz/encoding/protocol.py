@@ -89,7 +89,11 @@ offered until a commit brings pressure down.")
  (increments "A request may continue with (context-delta ...) forms after the encoding, each
 followed by (evaluate): they state what changed since the form before, and the latest state is
 the encoding with every increment applied in order. arrived: a new inbox observation. derived: a
-new frame. updated: a frame whose protection or remaining ticks changed. related: new edges.
-checkpointed: new checkpoints. observation-state-update, session-directory-update, kernel-update,
-environment-update: entries that replace the entry with the same head (for sessions, the same
-session); an entry with nothing after its head, like (@e12) or (session ops), is withdrawn."))"""
+new frame. updated: a frame restated because it changed (its protection or remaining ticks, or,
+for a frame an increment brought, a revision or retirement). related: new edges. checkpointed:
+new checkpoints. retired: observations and frames an increment brought that left the view
+(retired, or undone by a rollback; recall still reads them). unrelated: edges removed.
+dropped-checkpoints: checkpoints dropped. observation-state-update, session-directory-update,
+kernel-update, environment-update: entries that replace the entry with the same head (for
+sessions, the same session); an entry with nothing after its head, like (@e12) or (session ops),
+is withdrawn."))"""
