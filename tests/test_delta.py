@@ -245,6 +245,19 @@ def test_moving_unrelating_or_dropping_seed_content_rebuilds(ctx: morphz.Context
     assert (encoder.rebuilds, encoder.increments) == (4, 2)
 
 
+def test_a_new_preview_threshold_rebuilds(ctx: morphz.Context) -> None:
+    """The seed's inbox showed the observations under the old threshold."""
+    encoder, first = seeded(ctx)
+    ctx.observe("tool_result", "x" * 300)
+    second = encoder.next(ctx.encode(OPTS))
+    increment(first, second)
+    ctx.set_view(morphz.encoding.View(preview_threshold=100))
+    third = _rebuilt(encoder, ctx, second)
+    assert "(preview (total-chars 300)" in third
+    fourth = encoder.next(ctx.encode(OPTS))
+    increment(third, fourth)  # the same threshold: increments again
+
+
 def test_increments_preview_large_observations_like_the_inbox(ctx: morphz.Context) -> None:
     encoder, first = seeded(ctx)
     large = "HEAD " + "0123456789" * 2_000 + " TAIL"  # above the default threshold

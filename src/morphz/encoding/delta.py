@@ -15,7 +15,8 @@ named (``retired``), edges removed (``unrelated``), checkpoints dropped
 (``dropped-checkpoints``). A change to the seed's own content (one of its observations retired,
 one of its frames revised, retired, restored or moved, one of its relations removed, one of its
 checkpoints dropped) rebuilds the seed, and so does moving a frame an increment brought, whose
-place in the mind order no increment can state.
+place in the mind order no increment can state, and a new preview threshold (the context's view),
+which renders the inbox anew.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class DeltaEncoder:
         self.pressure: Pressure | None = None  # of the last request, as its kernel states it
         self._seed_layout: CacheLayout | None = None
         self._cuts: list[int] = []  # where each increment of the current request starts
+        self._threshold = 0  # the seed's preview threshold
 
     @property
     def layout(self) -> CacheLayout:
@@ -96,12 +98,18 @@ class DeltaEncoder:
 
     def next(self, encoding: Encoding) -> str:
         """The request for ``encoding`` (a fresh compile of the current state)."""
-        if self.text is None or self.sent is None or self._touches_seed(encoding.state):
+        if (
+            self.text is None
+            or self.sent is None
+            or self._touches_seed(encoding.state)
+            or encoding.view.preview_threshold != self._threshold  # the inbox renders anew
+        ):
             layout = encoding_layout(encoding, seed=True)
             if self.text is not None and self._seed_layout is not None:
                 layout = layout.anchored(encoding.text, self.text, self.layout.marks)
             self.text, self.pressure = encoding.text, encoding.pressure
             self.sent = self.seed = _snapshot(encoding)
+            self._threshold = encoding.view.preview_threshold
             self._seed_layout, self._cuts = layout, []
             self.rebuilds += 1
             return self.text
