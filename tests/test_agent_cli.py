@@ -109,7 +109,7 @@ def test_chat_encoding_shows_what_the_agent_would_see(setup: tuple[Path, Path, P
     db, workspace, script = setup
     (Path.cwd() / "morphz.toml").write_text("[budget]\nlimit = 50000\n")
     args = ["chat", "--model", f"scripted:{script}", "--session", "ops", "--workspace"]
-    lines = "/encoding\n/quit\n"
+    lines = "/encoding\n/status\n/quit\n"
     result = CliRunner().invoke(main, [*args, str(workspace), "--db", str(db)], input=lines)
     assert result.exit_code == 0, result.output
     assert " (session ops)\n" in result.stdout
@@ -120,6 +120,8 @@ def test_chat_encoding_shows_what_the_agent_would_see(setup: tuple[Path, Path, P
         plain = opened.context("context-default").encode(session="ops")
     shown = int(result.stdout.split("(tokens ", 1)[1].split(")", 1)[0])
     assert shown > plain.tokens + 500  # the eight tool schemas are counted
+    # /status states the same pressure: that of the request the agent would be sent
+    assert f"{shown:,} tokens (estimated) of 50,000 hard" in result.stdout
 
 
 def test_bad_model_spec_is_a_clear_error(setup: tuple[Path, Path, Path]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -231,8 +232,9 @@ def _slash(engine: Engine, session: str, line: str) -> bool:
     command, _, rest = line.partition(" ")
     if command == "/quit":
         return False
-    if command == "/status":
-        click.echo(render.status(ctx.status()))
+    if command == "/status":  # the pressure of the request the agent would be sent now
+        pressure = engine.encoding(session).pressure.to_dict()
+        click.echo(render.status(replace(ctx.status(), pressure=pressure)))
     elif command == "/mind":
         click.echo(render.mind(ctx.mind(), all_observations=False))
     elif command == "/encoding":
