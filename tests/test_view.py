@@ -42,8 +42,10 @@ def _previewed(encoding: morphz.encoding.Encoding, ref: str) -> bool:
         ("preview_threshold", True, "not True"),
         ("session_count", 0, "the current session is always listed"),
         ("session_tokens", -1, "session_tokens must be a whole number of at least 0"),
-        ("session_hours", 0, "session_hours must be more than 0 hours"),
-        ("session_hours", -3.0, "more than 0 hours"),
+        ("session_hours", 0, "session_hours must be more than 0 and at most 876,000 hours"),
+        ("session_hours", -3.0, "more than 0"),
+        ("session_hours", 876_001, "not 876001"),
+        ("session_hours", 1e12, "100 years"),
         ("session_hours", math.inf, "not inf"),
         ("session_hours", math.nan, "not nan"),
         ("session_hours", "24", "must be a number of hours"),
@@ -65,6 +67,20 @@ def test_a_view_out_of_range_is_refused_with_what_to_give(
 def test_a_view_round_trips(threshold: int, hours: float, count: int, tokens: int) -> None:
     view = View(threshold, hours, count, tokens)
     assert View.from_dict(json.loads(json.dumps(view.to_dict()))) == view
+
+
+def test_the_widest_window_compiles(ctx: morphz.Context) -> None:
+    ctx.observe("user_message", "hello")
+    ctx.observe("user_message", "hello", session="old")
+    later = "2126-01-01T00:00:00+00:00"  # about a century after the fixed clock's times
+    ctx.set_view(View(session_hours=1))
+    plan = ctx.encode(local_time=later).sessions.to_dict()
+    assert plan["excluded"] == {"inactive-beyond-window": 1}
+    ctx.set_view(View(session_hours=876_000))
+    plan = ctx.encode(local_time=later).sessions.to_dict()
+    assert [e["session"] for e in plan["shown"]] == ["default", "old"]
+    early = ctx.encode(local_time="0001-01-01T05:00:00+00:00")  # the window starts before year 1
+    assert early.sessions.to_dict()["excluded"] == {}
 
 
 def test_unknown_view_settings_are_named() -> None:

@@ -117,4 +117,9 @@ def plan_sessions(
 def horizon(view: View, now: str | None) -> str | None:
     """The start of the session time window (ISO, with offset), or None without a clock."""
     moment = _parse(now)
-    return None if moment is None else (moment - timedelta(hours=view.session_hours)).isoformat()
+    if moment is None:
+        return None
+    try:
+        return (moment - timedelta(hours=view.session_hours)).isoformat()
+    except OverflowError:  # the window starts before year 1: every session is inside it
+        return None

@@ -14,6 +14,8 @@ from typing import Any
 from morphz.encoding.render import DEFAULT_PREVIEW_THRESHOLD
 from morphz.errors import InputError
 
+MAX_SESSION_HOURS = 876_000  # 100 years: a window reaching past year 1 cannot be computed
+
 
 @dataclass(frozen=True, slots=True)
 class View:
@@ -29,8 +31,11 @@ class View:
         hours = self.session_hours
         if isinstance(hours, bool) or not isinstance(hours, int | float):
             raise InputError(f"session_hours must be a number of hours, not {hours!r}")
-        if not math.isfinite(hours) or hours <= 0:
-            raise InputError(f"session_hours must be more than 0 hours, not {hours!r}")
+        if not math.isfinite(hours) or not 0 < hours <= MAX_SESSION_HOURS:
+            raise InputError(
+                f"session_hours must be more than 0 and at most {MAX_SESSION_HOURS:,} hours "
+                f"(100 years), not {hours!r}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
