@@ -149,3 +149,51 @@ def test_activity_lines_say_what_happened(setup: tuple[Path, Path, Path]) -> Non
         )
         odd = ctx.observe("tx_receipt", "not json")
         assert activity_line(ctx.event(odd.ref)) == f"{odd.ref} context_tx not json"
+
+
+def test_a_bound_profile_and_the_workspace_reach_the_encoding(
+    setup: tuple[Path, Path, Path],
+) -> None:
+    """The configuration's profile (a file relative to morphz.toml) is the evaluation-profile
+    region; --profile replaces it; the workspace is a binding of the evaluation environment."""
+    db, workspace, script = setup
+    (Path.cwd() / "agent.md").write_text("You are the deployment agent of team blue.\n")
+    (Path.cwd() / "morphz.toml").write_text('profile = "agent.md"\n')
+    args = ["chat", "--model", f"scripted:{script}", "--workspace", str(workspace)]
+    result = CliRunner().invoke(main, [*args, "--db", str(db)], input="/encoding\n/quit\n")
+    assert result.exit_code == 0, result.output
+    assert '(evaluation-profile "You are the deployment agent of team blue.\n")' in result.stdout
+    assert f'(bindings (workspace "{workspace.resolve()}"))' in result.stdout
+    other = Path.cwd() / "other.md"
+    other.write_text("You review changes.")
+    again = [*args, "--profile", str(other), "--db", str(db)]
+    result = CliRunner().invoke(main, again, input="/encoding\n/quit\n")
+    assert '(evaluation-profile "You review changes.")' in result.stdout
+    assert "team blue" not in result.stdout
+
+
+def test_a_profile_that_cannot_be_read_is_a_clear_error(setup: tuple[Path, Path, Path]) -> None:
+    db, workspace, script = setup
+    args = ["exec", "hi", "--model", f"scripted:{script}", "--workspace", str(workspace)]
+    missing = CliRunner().invoke(main, [*args, "--profile", "nope.md", "--db", str(db)])
+    assert missing.exit_code == 1 and "cannot read the profile nope.md" in missing.stderr
+    (Path.cwd() / "empty.md").write_text("  \n")
+    empty = CliRunner().invoke(main, [*args, "--profile", "empty.md", "--db", str(db)])
+    assert empty.exit_code == 1 and "the profile empty.md is empty" in empty.stderr
+    (Path.cwd() / "morphz.toml").write_text('profile = "gone.md"\n')
+    configured = CliRunner().invoke(main, [*args, "--db", str(db)])
+    assert configured.exit_code == 1 and "gone.md" in configured.stderr
+
+
+def test_a_profile_path_is_relative_to_the_file_that_names_it(tmp_path: Path) -> None:
+    from morphz.runtime.config import load
+
+    home, project = tmp_path / "home", tmp_path / "project"
+    (home / ".morphz").mkdir(parents=True)
+    project.mkdir()
+    (home / ".morphz" / "agent.md").write_text("home harness")
+    (home / ".morphz" / "morphz.toml").write_text('profile = "agent.md"\n')
+    assert load(home, project, {}).profile == "home harness"
+    (project / "team.md").write_text("project harness")
+    (project / "morphz.toml").write_text('profile = "team.md"\n')  # the later file wins
+    assert load(home, project, {}).profile == "project harness"

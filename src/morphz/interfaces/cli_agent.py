@@ -19,7 +19,7 @@ from morphz import DEFAULT_CONTEXT
 from morphz.interfaces import render
 from morphz.interfaces.cli import db_option, emit, format_option, main
 from morphz.runtime.agent_tools import agent_tools
-from morphz.runtime.config import Settings, load, make_model
+from morphz.runtime.config import Settings, load, make_model, read_profile
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
 from morphz.runtime.tools.base import Tool, ToolRegistry
 from morphz.runtime.tools.shell import shell_tools
@@ -40,9 +40,16 @@ def build_tools(settings: Settings) -> ToolRegistry:
 
 
 def _engine(
-    ctx: morphz.Context, db_path: str, model_spec: str | None, workspace: Path, interactive: bool
+    ctx: morphz.Context,
+    db_path: str,
+    model_spec: str | None,
+    workspace: Path,
+    *,
+    interactive: bool,
+    profile_path: Path | None,
 ) -> Engine:
     settings = load(Path.home(), Path.cwd(), os.environ)
+    profile = read_profile(profile_path) if profile_path is not None else settings.profile
     model = make_model(model_spec or settings.model, settings, os.environ)
     store = Path(db_path).expanduser().resolve()
     protected = (store, *settings.files)
@@ -61,6 +68,7 @@ def _engine(
         delta=settings.delta_for(model_spec or settings.model),
         delta_messages=settings.delta_messages_for(model_spec or settings.model),
         exact_tokens=settings.exact_tokens,
+        profile=profile,
     )
     return Engine(ctx, model, build_tools(settings), config)
 
@@ -91,13 +99,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def agent_options(f: F) -> F:
-    """--model, --session and --workspace, shared by exec and chat."""
+    """--model, --session, --profile and --workspace, shared by exec and chat."""
     f = click.option(
         "--workspace",
         type=click.Path(file_okay=False, path_type=Path),
         default=Path("."),
         show_default=True,
         help="The folder the file and exec tools work in.",
+    )(f)
+    f = click.option(
+        "--profile",
+        "profile_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="A file with the agent's harness definition (default: the configuration's).",
     )(f)
     f = click.option("--session", default="default", show_default=True, metavar="ID")(f)
     return click.option(
@@ -118,6 +132,7 @@ def exec_command(
     context_and_prompt: tuple[str, ...],
     model_spec: str | None,
     session: str,
+    profile_path: Path | None,
     workspace: Path,
     db_path: str,
     fmt: str,
@@ -129,7 +144,9 @@ def exec_command(
     context_id, prompt = _split(context_and_prompt)
     with morphz.open(db_path) as db:
         ctx = _open_context(db, context_id)
-        engine = _engine(ctx, db_path, model_spec, workspace, interactive=False)
+        engine = _engine(
+            ctx, db_path, model_spec, workspace, interactive=False, profile_path=profile_path
+        )
         result = asyncio.run(engine.run(prompt, session=session))
         _note_merged_turns(engine, said=False)
         events = [ctx.event(ref).to_dict() for ref in result.events]
@@ -165,14 +182,22 @@ def _reply_text(result: ActivationResult) -> str:
 @agent_options
 @db_option
 def chat_command(
-    *, context_id: str, model_spec: str | None, session: str, workspace: Path, db_path: str
+    *,
+    context_id: str,
+    model_spec: str | None,
+    session: str,
+    profile_path: Path | None,
+    workspace: Path,
+    db_path: str,
 ) -> None:
     """Talk to the agent of CTX. Commands: /status, /mind, /encoding, /recall QUERY, /quit.
 
     Tool calls, approvals and commits are shown as they happen; "ask" tools ask you."""
     with morphz.open(db_path) as db:
         ctx = _open_context(db, context_id)
-        engine = _engine(ctx, db_path, model_spec, workspace, interactive=True)
+        engine = _engine(
+            ctx, db_path, model_spec, workspace, interactive=True, profile_path=profile_path
+        )
         click.echo(
             f"morphz chat: context {context_id}, session {session}, model "
             f"{engine.model.name}; /quit to leave"

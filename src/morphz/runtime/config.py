@@ -11,6 +11,8 @@ points the OpenAI-compatible adapter at vLLM, Ollama, llama.cpp server or a host
     step_limit = 24
     ask_default = "deny"              # non-interactive answer to "ask" policies
     tokenizer = "auto"                # auto: exact counts when tiktoken knows the model; estimate
+    profile = "agent.md"              # the harness definition bound to the agent (a UTF-8 file,
+                                      # relative to this file): its evaluation-profile region
     [budget]                          # tokens
     window = 128000
     output_reserve = 8000
@@ -61,6 +63,7 @@ class Settings:
     anthropic_base_url: str | None = None
     anthropic_prompt_cache: str = "5m"
     exact_tokens: bool = True  # tokenizer = "auto" (False: "estimate")
+    profile: str | None = None  # the text of the bound harness definition
     files: tuple[Path, ...] = ()  # the configuration files that were read (protected paths)
     delta_models: frozenset[str] = frozenset()  # model specs with ContextDelta turned on
     delta_inline: frozenset[str] = frozenset()  # ... whose increments share the seed's message
@@ -91,7 +94,10 @@ def load(home: Path, project: Path, env: Mapping[str, str]) -> Settings:
     merged: dict[str, Any] = {}
     files = config_files(home, project)
     for path in files:
-        for key, value in _read(path).items():
+        data = _read(path)
+        if isinstance(data.get("profile"), str):  # a path relative to the file that names it
+            data["profile"] = str(path.parent / Path(data["profile"]).expanduser())
+        for key, value in data.items():
             if isinstance(value, dict) and isinstance(merged.get(key), dict):
                 merged[key] = {**merged[key], **value}
             else:
@@ -105,6 +111,7 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         "step_limit",
         "ask_default",
         "tokenizer",
+        "profile",
         "budget",
         "policies",
         "openai",
@@ -141,10 +148,22 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         anthropic_base_url=anthropic.get("base_url"),
         anthropic_prompt_cache=anthropic.get("prompt_cache", "5m"),
         exact_tokens=tokenizer == "auto",
+        profile=read_profile(Path(data["profile"])) if "profile" in data else None,
         files=files,
         delta_models=_delta_models(data.get("models", {}), "delta", False),
         delta_inline=_delta_models(data.get("models", {}), "delta_messages", True),
     )
+
+
+def read_profile(path: Path) -> str:
+    """The harness definition in ``path``: UTF-8 text, not empty (InputError otherwise)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the profile {path}: {exc}") from exc
+    if not text.strip():
+        raise InputError(f"the profile {path} is empty: write the agent's harness definition in it")
+    return text
 
 
 def _anthropic(section: Any) -> dict[str, str]:

@@ -75,6 +75,7 @@ class RuntimeConfig:
     delta_messages: bool = True  # ... with each increment in a message of its own
     max_output_tokens: int = 4096
     exact_tokens: bool = True  # count with the model's tokenizer when one is installed
+    profile: str | None = None  # the harness definition bound to the agent (evaluation-profile)
 
 
 @dataclass(slots=True)
@@ -126,6 +127,8 @@ class Engine:
             session=session,
             model=self.model.name,
             local_time=self.clock(),
+            bindings={"workspace": str(self.config.workspace)},
+            profile=self.config.profile,
             authority=self.tools.authority(),
             budget=self.config.budget,
             calibration=self.calibration,
