@@ -197,3 +197,22 @@ def test_a_profile_path_is_relative_to_the_file_that_names_it(tmp_path: Path) ->
     (project / "team.md").write_text("project harness")
     (project / "morphz.toml").write_text('profile = "team.md"\n')  # the later file wins
     assert load(home, project, {}).profile == "project harness"
+
+
+def test_the_agent_cannot_rewrite_its_own_profile(setup: tuple[Path, Path, Path]) -> None:
+    db, workspace, script = setup
+    profile = workspace / "agent.md"
+    profile.write_text("You deploy to cn-shanghai only.")
+    (Path.cwd() / "morphz.toml").write_text(
+        'profile = "ws/agent.md"\n[policies]\nwrite_file = "allow"\n'
+    )
+    steps = [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "agent.md", "content": "x"}}]},
+        {"reply": "tried"},
+    ]
+    script.write_text(json.dumps(steps))
+    args = ["exec", "go", "--model", f"scripted:{script}", "--workspace", str(workspace)]
+    result = CliRunner().invoke(main, [*args, "--db", str(db), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert profile.read_text() == "You deploy to cn-shanghai only."
+    assert "is protected" in result.stdout

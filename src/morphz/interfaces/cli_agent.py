@@ -50,9 +50,10 @@ def _engine(
 ) -> Engine:
     settings = load(Path.home(), Path.cwd(), os.environ)
     profile = read_profile(profile_path) if profile_path is not None else settings.profile
+    bound = profile_path or settings.profile_path
     model = make_model(model_spec or settings.model, settings, os.environ)
     store = Path(db_path).expanduser().resolve()
-    protected = (store, *settings.files)
+    protected = (store, *settings.files, *([bound.resolve()] if bound else []))
 
     async def ask(tool: Tool, args: dict[str, Any]) -> bool:
         shown = ", ".join(f"{k}={v!r}"[:120] for k, v in args.items())

@@ -64,6 +64,7 @@ class Settings:
     anthropic_prompt_cache: str = "5m"
     exact_tokens: bool = True  # tokenizer = "auto" (False: "estimate")
     profile: str | None = None  # the text of the bound harness definition
+    profile_path: Path | None = None  # ... and its file (protected from the agent's writes)
     files: tuple[Path, ...] = ()  # the configuration files that were read (protected paths)
     delta_models: frozenset[str] = frozenset()  # model specs with ContextDelta turned on
     delta_inline: frozenset[str] = frozenset()  # ... whose increments share the seed's message
@@ -149,6 +150,7 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         anthropic_prompt_cache=anthropic.get("prompt_cache", "5m"),
         exact_tokens=tokenizer == "auto",
         profile=read_profile(Path(data["profile"])) if "profile" in data else None,
+        profile_path=Path(data["profile"]) if "profile" in data else None,
         files=files,
         delta_models=_delta_models(data.get("models", {}), "delta", False),
         delta_inline=_delta_models(data.get("models", {}), "delta_messages", True),
