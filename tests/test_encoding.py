@@ -4,6 +4,7 @@ kernel."""
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -648,3 +649,23 @@ def test_estimate_tokens_counts_cjk_closer_to_one_token_per_character() -> None:
     assert estimate_tokens("abcde") == 2
     assert estimate_tokens("部署在杭州") == 5
     assert estimate_tokens("ab部署") == 3
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"session": "bad id!"}, "session id 'bad id!' is not a valid id"),
+        ({"session": ""}, "session id '' is not a valid id"),
+        ({"activation": "act 1"}, "activation id 'act 1' is not a valid id"),
+        ({"scheduling": {"two words": 1}}, "scheduling name 'two words'"),
+        ({"bindings": {"a)b": "x"}}, "binding name 'a)b'"),
+        ({"authority": {"exec": "sometimes"}}, "the authority of exec must be allow, ask or deny"),
+        ({"authority": {"(exec": "allow"}}, "authority tool name '(exec'"),
+    ],
+)
+def test_what_the_encoding_shows_bare_must_be_an_id(
+    ctx: morphz.Context, options: dict[str, object], says: str
+) -> None:
+    """Was: ``--session "bad id!"`` rendered ``(session bad id!)`` into the kernel."""
+    with pytest.raises(morphz.InputError, match=re.escape(says)):
+        ctx.encode(**options)

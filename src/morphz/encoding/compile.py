@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from morphz.capacity import Budget, Pressure, pressure
+from morphz.checks import check_id
 from morphz.encoding import render
 from morphz.encoding.protocol import PROTOCOL
 from morphz.encoding.sessions import SessionPlan, horizon, plan_sessions
 from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens
 from morphz.encoding.view import View, stored_view
+from morphz.errors import InputError
 from morphz.ids import make_ref
 from morphz.mind.state import Edge, Frame
 from morphz.store.active_base import ActiveObservation
@@ -221,6 +223,7 @@ def _environment(opts: EncodeOptions) -> tuple[str, ...]:
 def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     """Compile the encoding of the context open in ``r``."""
     opts = opts or EncodeOptions()
+    _check(opts)
     state = read_state(r)
     if opts.only_observations is not None:
         keep = opts.only_observations
@@ -281,6 +284,25 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     text, regions = _assemble(parts)
     lengths = tuple(len(item) for item in inbox)
     return Encoding(text, regions, level, state, sessions, opts, lengths, items, frames, view)
+
+
+def _check(opts: EncodeOptions) -> None:
+    """What the encoding shows bare, not quoted, must be an id (InputError otherwise): the
+    session, the activation, the names in scheduling, authority and bindings; an authority is
+    allow, ask or deny."""
+    check_id(opts.session, "session id")
+    if opts.activation is not None:
+        check_id(opts.activation, "activation id")
+    for what, names in (
+        ("scheduling name", opts.scheduling),
+        ("authority tool name", opts.authority),
+        ("binding name", opts.bindings),
+    ):
+        for name in names:
+            check_id(name, what)
+    for tool, policy in opts.authority.items():
+        if policy not in ("allow", "ask", "deny"):
+            raise InputError(f"the authority of {tool} must be allow, ask or deny, not {policy!r}")
 
 
 def _assemble(parts: list[tuple[str, str]]) -> tuple[str, tuple[Region, ...]]:
