@@ -117,6 +117,10 @@ def test_cognitive_capabilities_only_when_given(ctx: morphz.Context) -> None:
     enc = ctx.encode(local_time=LOCAL_TIME, capabilities="(recall) (context_tx)")
     check_layout(enc, WITH_CAPABILITIES)
     assert enc.region("cognitive-capabilities") == "(cognitive-capabilities (recall) (context_tx))"
+    spaced = ctx.encode(local_time=LOCAL_TIME, capabilities="  (recall)\n\n(context_tx )")
+    assert spaced.text == enc.text  # printed canonically: the same capabilities, the same bytes
+    with pytest.raises(morphz.InputError, match="capabilities must be S-expressions"):
+        ctx.encode(capabilities="(recall")
     profiled = ctx.encode(local_time=LOCAL_TIME, profile='harness "x"')
     check_layout(profiled)
     assert read_one(profiled.region("evaluation-profile")) == SList(

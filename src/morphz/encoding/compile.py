@@ -20,12 +20,12 @@ from morphz.encoding.protocol import PROTOCOL
 from morphz.encoding.sessions import SessionPlan, horizon, plan_sessions
 from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens
 from morphz.encoding.view import View, stored_view
-from morphz.errors import InputError
+from morphz.errors import InputError, ParseError
 from morphz.ids import make_ref
 from morphz.mind.state import Edge, Frame
 from morphz.store.active_base import ActiveObservation
 from morphz.store.base import ActivationRow, ReadTxn
-from morphz.txlang.sexpr import quote
+from morphz.txlang.sexpr import quote, read, to_text
 
 REGION_ORDER = (
     "protocol",
@@ -271,7 +271,7 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     ]
     tail: list[tuple[str, str]] = []
     if opts.capabilities:
-        tail.append(("cognitive-capabilities", f"(cognitive-capabilities {opts.capabilities})"))
+        tail.append(("cognitive-capabilities", _capabilities(opts.capabilities)))
     environment = render.region("evaluation-environment", items["evaluation-environment"])
     tail.extend([("evaluation-environment", environment), ("evaluate", "(evaluate)")])
     draft = [text for _, text in parts] + [render.region("kernel", _kernel(r, opts, running, ""))]
@@ -284,6 +284,15 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     text, regions = _assemble(parts)
     lengths = tuple(len(item) for item in inbox)
     return Encoding(text, regions, level, state, sessions, opts, lengths, items, frames, view)
+
+
+def _capabilities(text: str) -> str:
+    """The cognitive-capabilities region: ``text``'s S-expressions, printed canonically."""
+    try:
+        forms = read(text)
+    except ParseError as exc:
+        raise InputError(f"capabilities must be S-expressions: {exc.message}") from exc
+    return "(cognitive-capabilities" + "".join(f" {to_text(f)}" for f in forms) + ")"
 
 
 def _check(opts: EncodeOptions) -> None:
