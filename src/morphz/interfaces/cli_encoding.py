@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 import click
 
@@ -99,15 +100,10 @@ def budget_command(
     hard = min(limit, window - output reserve); critical from hard - reserve."""
     with open_context(db_path, context_id) as ctx:
         current = ctx.budget()
-        changes = {
-            "window": window,
-            "output_reserve": output_reserve,
-            "configured": limit,
-            "reserve": reserve,
-        }
-        given = {k: v for k, v in changes.items() if v is not None}
-        if given:
-            current = Budget.from_dict({**current.to_dict(), **given})
+        given = {"window": window, "output_reserve": output_reserve, "configured": limit}
+        changed = _with(current.to_dict(), given | {"reserve": reserve})
+        if changed is not None:
+            current = Budget.from_dict(changed)
             ctx.set_budget(current)
         pressure = ctx.status().pressure
     emit(
@@ -159,14 +155,18 @@ def view_command(
     overrides them."""
     with open_context(db_path, context_id) as ctx:
         current = ctx.view()
-        changes = {
-            "preview_threshold": preview_threshold,
-            "session_hours": session_hours,
-            "session_count": session_count,
-            "session_tokens": session_tokens,
-        }
-        given = {k: v for k, v in changes.items() if v is not None}
-        if given:
-            current = View.from_dict({**current.to_dict(), **given})
+        given = {"preview_threshold": preview_threshold, "session_hours": session_hours}
+        changed = _with(
+            current.to_dict(),
+            given | {"session_count": session_count, "session_tokens": session_tokens},
+        )
+        if changed is not None:
+            current = View.from_dict(changed)
             ctx.set_view(current)
     emit(fmt, {"view": current.to_dict()}, lambda: render.view(current))
+
+
+def _with(current: dict[str, Any], options: dict[str, Any]) -> dict[str, Any] | None:
+    """``current`` with the options that were given (not None), or None when none was."""
+    given = {k: v for k, v in options.items() if v is not None}
+    return {**current, **given} if given else None
