@@ -39,6 +39,7 @@ from morphz import events as ev
 from morphz.capacity import Budget
 from morphz.encoding import PrefixMeter, estimate_tokens
 from morphz.encoding.prefix import BlockCacheMeter
+from morphz.encoding.prefix import request_text as prefix_request_text
 from morphz.interfaces.cli_agent import build_tools
 from morphz.observe import Observation
 from morphz.runtime.config import Settings, load, make_model
@@ -90,8 +91,7 @@ def request_tokens(request: ModelRequest) -> int:
 
 def request_text(request: ModelRequest) -> str:
     """The request as a provider's prompt cache sees it: the tool schemas, then the encoding."""
-    tools = json.dumps([t.to_dict() for t in request.tools], sort_keys=True)
-    return f"{tools}\n{request.encoding}"
+    return prefix_request_text(request.encoding, [t.to_dict() for t in request.tools])
 
 
 class Recorder:

@@ -1081,7 +1081,8 @@ def test_provider_usage_calibrates_the_pressure_figure(
     assert "(figure estimated)" in requests[0].encoding
     assert "(figure calibrated)" in requests[1].encoding
     first = events_of(ctx, result)[1]
-    assert first.payload is not None and first.payload["usage"] == {"input": 5_000, "output": 20}
+    assert first.payload is not None
+    assert first.payload["usage"] == {"input": 5_000, "output": 20, "cached": 0}
 
 
 def test_a_new_engine_starts_with_what_the_context_learned(

@@ -12,9 +12,18 @@ cut and marked by a :class:`~morphz.encoding.blocks.CacheLayout`.
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from morphz.encoding.blocks import CacheLayout
+
+
+def request_text(encoding: str, tools: Sequence[dict[str, Any]] = ()) -> str:
+    """A model request as a provider's prompt cache sees it: the tool schemas (first, as the
+    providers place them), then the encoding (with ContextDelta, the seed and its increments)."""
+    return f"{json.dumps(list(tools), sort_keys=True)}\n{encoding}"
 
 
 def common_prefix(a: bytes, b: bytes) -> int:

@@ -1,6 +1,7 @@
 """The encoding and capacity commands of the ``morphz`` command line: ``context encoding``,
-``context budget`` and ``context view``. Same conventions as :mod:`morphz.interfaces.cli`;
-registered onto its ``context`` group when imported. Reference: docs/cli.md.
+``context budget``, ``context view`` and ``context requests``. Same conventions as
+:mod:`morphz.interfaces.cli`; registered onto its ``context`` group when imported. Reference:
+docs/cli.md.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from morphz.interfaces.cli import (
     open_context,
     session_option,
 )
+from morphz.runtime.report import pick_activations, request_stats, total
 
 
 @context_group.command("encoding")
@@ -170,3 +172,34 @@ def _with(current: dict[str, Any], options: dict[str, Any]) -> dict[str, Any] | 
     """``current`` with the options that were given (not None), or None when none was."""
     given = {k: v for k, v in options.items() if v is not None}
     return {**current, **given} if given else None
+
+
+@context_group.command("requests")
+@context_argument
+@click.option("--activation", metavar="ID", help="This activation only.")
+@click.option(
+    "--last",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="The N most recently started activations.",
+)
+@db_option
+@format_option
+def requests_command(
+    *, context_id: str, activation: str | None, last: int, db_path: str, fmt: str
+) -> None:
+    """What CTX's activations sent to their models: requests, prefix reuse, provider tokens.
+
+    Prefix reuse is the share of each request's bytes that began the previous request the same
+    process sent (tool schemas, then the encoding): what a provider's prefix cache could reuse.
+    Input and cached tokens are what the provider reported."""
+    with open_context(db_path, context_id) as ctx:
+        stats = request_stats(ctx, pick_activations(ctx, activation, last))
+    overall = total(stats)
+    emit(
+        fmt,
+        {"activations": [s.to_dict() for s in stats], "total": overall.to_dict()},
+        lambda: render.request_stats(stats, overall),
+    )

@@ -21,6 +21,7 @@ from morphz.recall.read import ReadPage
 from morphz.recall.search import SearchPage
 from morphz.recall.traverse import Link, Node, TraversalPage
 from morphz.results import AuditReport, FrameView, Mind, Receipt, Status
+from morphz.runtime.report import RequestStats
 
 NONE = "(none)"
 MAX_CELL = 60
@@ -448,3 +449,32 @@ def view(v: View) -> str:
             ("session tokens", f"{v.session_tokens:,}"),
         ]
     )
+
+
+def request_stats(stats: Sequence[RequestStats], overall: RequestStats) -> str:
+    if not stats:
+        return "no activations in this context yet: run one with `morphz exec` or `morphz chat`"
+
+    def row(s: RequestStats) -> tuple[str, ...]:
+        rate = s.rate
+        return (
+            s.activation,
+            s.session,
+            s.state,
+            str(s.requests),
+            f"{s.bytes:,}",
+            "-" if rate is None else f"{rate:.1%}",
+            "-" if s.input_tokens is None else f"{s.input_tokens:,}",
+            "-" if s.cached_tokens is None else f"{s.cached_tokens:,}",
+        )
+
+    headers = (
+        "activation", "session", "state", "requests", "bytes measured", "prefix reuse",
+        "input tokens", "cached tokens",
+    )  # fmt: skip
+    rows = [row(s) for s in stats] + ([row(overall)] if len(stats) > 1 else [])
+    note = (
+        "\nprefix reuse: bytes of each request that began the previous one, first request of"
+        " each engine excluded; tokens: as the provider reported them"
+    )
+    return table(headers, rows) + note

@@ -41,6 +41,7 @@ from morphz.encoding import render
 from morphz.encoding.blocks import CacheLayout, PlainLayouts
 from morphz.encoding.compile import EncodeOptions, Encoding
 from morphz.encoding.delta import DeltaEncoder
+from morphz.encoding.prefix import PrefixMeter, request_text
 from morphz.encoding.sessions import MAX_REFS
 from morphz.encoding.tokens import Calibration, Counter, estimate_tokens, exact_counter
 from morphz.errors import MorphzError
@@ -116,6 +117,7 @@ class Engine:
         self.config = config
         self.calibration: Calibration = ctx.calibration(model.name)  # what earlier runs learned
         self.counter: Counter | None = exact_counter(model.name) if config.exact_tokens else None
+        self.meter = PrefixMeter()  # every request this engine sent, across activations
         self.clock: Callable[[], str] = _now
 
     def options(self, session: str, *, batch: bool = False, **fields: Any) -> EncodeOptions:
@@ -136,6 +138,18 @@ class Engine:
             extra_parts=tuple(json.dumps(t.schema.to_dict()) for t in tools),
             **fields,
         )
+
+    def measure(self, request: ModelRequest) -> dict[str, int | None]:
+        """Record ``request`` as sent: its bytes as a provider's cache sees them (tool schemas,
+        then the encoding) and how many of them began the previous request this engine sent
+        (None for its first): the prefix-reuse meter of the run."""
+        text = request_text(request.encoding, [t.to_dict() for t in request.tools])
+        before = self.meter.reused
+        share = self.meter.add(text)
+        return {
+            "bytes": len(text.encode()),
+            "prefix": None if share is None else self.meter.reused - before,
+        }
 
     def encoding(self, session: str = "default") -> Encoding:
         """The encoding a request in ``session`` would carry now, outside any activation: what
@@ -215,7 +229,7 @@ class _Run:
                 await self.finish("failed", f"model provider error ({exc.code}): {exc.message}")
                 return
             await self._calibrate(request, response)
-            if await self._handle(response):
+            if await self._handle(response, self.e.measure(request)):
                 return
         await self.finish("failed", f"the step limit ({config.step_limit}) was reached")
 
@@ -348,16 +362,19 @@ class _Run:
 
     # -- one response
 
-    async def _handle(self, response: ModelResponse) -> bool:
-        """Record the response and act on it; True when the activation is over."""
+    async def _handle(self, response: ModelResponse, sent: dict[str, int | None]) -> bool:
+        """Record the response (with what its request ``sent``) and act on it; True when the
+        activation is over."""
         calls = [
             {"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls
         ]
         payload: dict[str, Any] = {"activation": self.activation, "tool_calls": calls}
+        payload["request"] = sent
         if response.usage is not None:
             payload["usage"] = {
                 "input": response.usage.input_tokens,
                 "output": response.usage.output_tokens,
+                "cached": response.usage.cached_input_tokens,
             }
         start = len(self.result.events)
         reply = await asyncio.to_thread(

@@ -1,0 +1,119 @@
+"""What a context's activations sent to their models, read back from the events: the requests,
+their bytes as a provider's cache sees them, the share of those bytes that began the previous
+request the same engine sent (the prefix-reuse meter, :class:`~morphz.encoding.PrefixMeter`,
+which the engine records in each ``model_reply`` event), and the input and cached tokens the
+provider reported. Reading an activation reads only the events between its start and its end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from morphz import events as ev
+from morphz.errors import InputError
+from morphz.store.base import ActivationRow
+
+if TYPE_CHECKING:
+    from morphz.contextdb import Context
+
+
+@dataclass(slots=True)
+class RequestStats:
+    """The requests of one activation (or of several, added up)."""
+
+    activation: str
+    session: str
+    state: str
+    requests: int = 0  # model replies recorded
+    measured: int = 0  # requests that followed an earlier request of the same engine
+    bytes: int = 0  # of the measured requests
+    reused: int = 0  # of those bytes, how many began the previous request
+    input_tokens: int | None = None  # as the provider reported them (None: never reported)
+    cached_tokens: int | None = None
+    unrecorded: int = 0  # replies recorded before requests were measured
+
+    @property
+    def rate(self) -> float | None:
+        return self.reused / self.bytes if self.bytes else None
+
+    def add_reply(self, payload: dict[str, Any]) -> None:
+        self.requests += 1
+        sent = payload.get("request")
+        if not isinstance(sent, dict):
+            self.unrecorded += 1
+        elif sent.get("prefix") is not None:
+            self.measured += 1
+            self.bytes += int(sent["bytes"])
+            self.reused += int(sent["prefix"])
+        usage = payload.get("usage")
+        if isinstance(usage, dict):
+            self.add_usage(int(usage.get("input", 0)), int(usage.get("cached", 0)))
+
+    def add_usage(self, input_tokens: int | None, cached_tokens: int | None) -> None:
+        if input_tokens is not None:
+            self.input_tokens = (self.input_tokens or 0) + input_tokens
+        if cached_tokens is not None:
+            self.cached_tokens = (self.cached_tokens or 0) + cached_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        rate = self.rate
+        return {
+            "activation": self.activation,
+            "session": self.session,
+            "state": self.state,
+            "requests": self.requests,
+            "measured": self.measured,
+            "bytes": self.bytes,
+            "reused": self.reused,
+            "prefix_reuse": None if rate is None else round(rate, 4),
+            "input_tokens": self.input_tokens,
+            "cached_tokens": self.cached_tokens,
+            "unrecorded": self.unrecorded,
+        }
+
+
+def pick_activations(
+    ctx: Context, activation: str | None = None, last: int = 1
+) -> list[ActivationRow]:
+    """The activation named, or the ``last`` most recently started ones (oldest first)."""
+    rows = sorted(ctx.activations(), key=lambda a: a.started_seq)
+    if activation is not None:
+        found = [a for a in rows if a.activation_id == activation]
+        if not found:
+            raise InputError(
+                f"no activation {activation!r} in context '{ctx.id}': "
+                "see `morphz context status` or run one with `morphz exec`"
+            )
+        return found
+    if last < 1:
+        raise InputError(f"last must be at least 1, not {last}")
+    return rows[-last:]
+
+
+def request_stats(ctx: Context, activations: Sequence[ActivationRow]) -> list[RequestStats]:
+    """The requests of each of ``activations``, from their ``model_reply`` events."""
+    out = []
+    for act in activations:
+        stats = RequestStats(act.activation_id, act.session_id, act.state)
+        span = None if act.finished_seq is None else act.finished_seq - act.started_seq + 1
+        for event in ctx.events(after=act.started_seq - 1, limit=span):
+            payload = event.payload or {}
+            if event.kind == ev.MODEL_REPLY and payload.get("activation") == act.activation_id:
+                stats.add_reply(payload)
+        out.append(stats)
+    return out
+
+
+def total(stats: Sequence[RequestStats]) -> RequestStats:
+    """``stats`` added up."""
+    out = RequestStats("all", "-", "-")
+    for s in stats:
+        out.requests += s.requests
+        out.measured += s.measured
+        out.bytes += s.bytes
+        out.reused += s.reused
+        out.unrecorded += s.unrecorded
+        out.add_usage(s.input_tokens, s.cached_tokens)
+    return out
