@@ -311,6 +311,23 @@ def test_common_prefix_matches_a_byte_by_byte_scan(shared: bytes, a: bytes, b: b
     assert common_prefix(right, left) == expected
 
 
+@given(
+    size=st.integers(0, 3 * 4096 + 7),
+    extra=st.integers(0, 5000),
+    differ=st.booleans(),
+)
+def test_common_prefix_across_chunk_boundaries(size: int, extra: int, differ: bool) -> None:
+    """Common prefixes shorter than, equal to and longer than the 4,096-byte chunks it skips."""
+    shared = bytes(i * 7 % 251 for i in range(size))
+    tail = bytes(i % 13 for i in range(extra))
+    other = (bytes([tail[0] ^ 1]) + tail[1:]) if differ and tail else tail[: extra // 2]
+    left, right = shared + tail, shared + other
+    expected = 0
+    while expected < min(len(left), len(right)) and left[expected] == right[expected]:
+        expected += 1
+    assert common_prefix(left, right) == common_prefix(right, left) == expected
+
+
 def test_prefix_meter_shares_and_aggregate() -> None:
     meter = PrefixMeter()
     assert meter.rate == 0.0
