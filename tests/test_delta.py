@@ -198,6 +198,31 @@ def test_moving_a_frame_sent_in_an_increment_rebuilds(ctx: morphz.Context) -> No
     _rebuilt(encoder, ctx, second)
 
 
+def test_a_frame_that_comes_back_before_frames_sent_rebuilds(ctx: morphz.Context) -> None:
+    """Increments append new frames at the end of the mind: a frame placed first, or restored
+    to its old place, cannot be stated by one."""
+    encoder, first = seeded(ctx)
+    tx(ctx, "(create early (e 1)) (place early first)")
+    second = _rebuilt(encoder, ctx, first)
+    assert second.index("(frame early") < second.index("(frame plan")
+    tx(ctx, "(create late (l 1))")  # appended: after every frame sent
+    third = encoder.next(ctx.encode(OPTS))
+    increment(second, third)
+    tx(ctx, "(retire late)", reason="done")
+    fourth = encoder.next(ctx.encode(OPTS))
+    increment(third, fourth)  # an increment frame retiring: restated
+    for n in range(8):
+        ctx.observe("user_message", f"tick {n}")
+    fifth = encoder.next(ctx.encode(OPTS))
+    assert "\n (retired late)\n" in fifth[len(fourth) :]
+    tx(ctx, "(create later (l 2))")
+    sixth = encoder.next(ctx.encode(OPTS))
+    increment(fifth, sixth)
+    tx(ctx, "(restore late)")  # back at its old place, before `later`
+    seventh = _rebuilt(encoder, ctx, sixth)
+    assert seventh.index("(frame late ") < seventh.index("(frame later ")
+
+
 def test_a_rollback_of_increment_content_is_an_increment(ctx: morphz.Context) -> None:
     encoder, first = seeded(ctx)
     tx(ctx, "(create draft (d 1)) (relate draft about plan) (checkpoint mid)")
@@ -465,7 +490,7 @@ MORE_STEPS = st.lists(
         STEP,
         st.tuples(st.just("relate"), st.integers(0, 99), st.integers(0, 99)),
         st.tuples(st.just("checkpoint"), st.integers(0, 99)),
-        st.tuples(st.sampled_from(("unrelate", "drop")), st.integers(0, 99)),
+        st.tuples(st.sampled_from(("unrelate", "drop", "place", "restore")), st.integers(0, 99)),
         st.tuples(st.just("encode")),
     ),
     max_size=25,
@@ -511,6 +536,9 @@ def test_the_seed_with_its_increments_reads_as_the_fresh_encoding(
                 assert kernels[0].pop("pressure") == figures
                 kernels[1].pop("pressure")
                 assert read == expected
+                frames_read, frames_expected = read["frames"], expected["frames"]
+                assert isinstance(frames_read, dict) and isinstance(frames_expected, dict)
+                assert list(frames_read) == list(frames_expected)  # the mind order too
                 previous = request
         finally:
             db.close()
@@ -548,6 +576,8 @@ def play_more(history: History, step: tuple[object, ...], n: int) -> None:
         tx(ctx, f"(checkpoint cp/{n})")
     elif step[0] in ("unrelate", "drop"):
         _undo(ctx, str(step[0]), int(str(step[1])))
+    elif step[0] in ("place", "restore"):
+        _reorder(history, str(step[0]), int(str(step[1])))
     elif step[0] not in ("relate", "checkpoint"):
         history.play(step)
 
@@ -565,3 +595,19 @@ def _undo(ctx: morphz.Context, op: str, pick: int) -> None:
     names = sorted(name for name, _ in mind.checkpoints)
     if names:
         tx(ctx, f"(drop-checkpoint {names[pick % len(names)]})", reason="undo")
+
+
+def _reorder(history: History, op: str, pick: int) -> None:
+    """Place a visible frame first or last, or restore a frame that is retiring or retired."""
+    ctx = history.ctx
+    if op == "restore":
+        back = sorted(history.retiring)
+        if back:
+            fid = back[pick % len(back)]
+            tx(ctx, f"(restore {fid})")
+            history.retiring.discard(fid)
+        return
+    visible = [f.id for f in ctx.mind().frames if f.lifecycle != "retired"]
+    if visible:
+        where = "first" if pick % 2 else "last"
+        tx(ctx, f"(place {visible[pick % len(visible)]} {where})")

@@ -14,9 +14,10 @@ revised or retiring is restated (``updated``); observations and frames that left
 named (``retired``), edges removed (``unrelated``), checkpoints dropped
 (``dropped-checkpoints``). A change to the seed's own content (one of its observations retired,
 one of its frames revised, retired, restored or moved, one of its relations removed, one of its
-checkpoints dropped) rebuilds the seed, and so does moving a frame an increment brought, whose
-place in the mind order no increment can state, and a new preview threshold (the context's view),
-which renders the inbox anew.
+checkpoints dropped) rebuilds the seed. So does a change to the mind order that increments cannot
+state (they append new frames at its end): moving a frame an increment brought, or a frame that
+comes back, restored or placed, before frames already sent. And so does a new preview threshold
+(the context's view), which renders the inbox anew.
 """
 
 from __future__ import annotations
@@ -129,7 +130,8 @@ class DeltaEncoder:
         return self.text
 
     def _touches_seed(self, state: ActiveState) -> bool:
-        """Whether ``state`` changed what the seed shows (or moved a frame sent since)."""
+        """Whether ``state`` changed what the seed shows, or the mind order increments state
+        (a frame sent since moved, a frame restored or placed before what was sent)."""
         seed, sent = self.seed, self.sent
         assert seed is not None and sent is not None
         active = {o.seq for o in state.observations}
@@ -141,6 +143,10 @@ class DeltaEncoder:
         for fid, (_, _, pos) in sent.frames.items():
             if fid in frames and frames[fid][2] != pos:
                 return True
+        # a frame new to the request is appended to the mind: it must stand after all sent
+        last = max((pos for _, _, pos in sent.frames.values()), default=None)
+        if last is not None and any(f.pos < last for f in state.frames if f.id not in sent.frames):
+            return True
         if not seed.relations <= set(state.relations):
             return True
         return not set(seed.checkpoints) <= set(state.checkpoints)
