@@ -223,6 +223,20 @@ def test_a_frame_that_comes_back_before_frames_sent_rebuilds(ctx: morphz.Context
     assert seventh.index("(frame late ") < seventh.index("(frame later ")
 
 
+def test_an_observation_restored_before_those_sent_rebuilds(ctx: morphz.Context) -> None:
+    """It comes back at its place in sequence order, which no increment can state."""
+    ctx.observe("tool_result", "old result")  # @e1
+    tx(ctx, "(retire @e1)", reason="read it")
+    encoder = DeltaEncoder()
+    first = encoder.next(ctx.encode(OPTS))
+    ctx.observe("user_message", "newer")  # @e3
+    second = encoder.next(ctx.encode(OPTS))
+    increment(first, second)
+    tx(ctx, "(restore @e1)")
+    third = _rebuilt(encoder, ctx, second)
+    assert third.index("(observation @e1 ") < third.index("(observation @e3 ")
+
+
 def test_a_rollback_of_increment_content_is_an_increment(ctx: morphz.Context) -> None:
     encoder, first = seeded(ctx)
     tx(ctx, "(create draft (d 1)) (relate draft about plan) (checkpoint mid)")
@@ -490,7 +504,10 @@ MORE_STEPS = st.lists(
         STEP,
         st.tuples(st.just("relate"), st.integers(0, 99), st.integers(0, 99)),
         st.tuples(st.just("checkpoint"), st.integers(0, 99)),
-        st.tuples(st.sampled_from(("unrelate", "drop", "place", "restore")), st.integers(0, 99)),
+        st.tuples(
+            st.sampled_from(("unrelate", "drop", "place", "restore", "restore-observation")),
+            st.integers(0, 99),
+        ),
         st.tuples(st.just("encode")),
     ),
     max_size=25,
@@ -576,7 +593,7 @@ def play_more(history: History, step: tuple[object, ...], n: int) -> None:
         tx(ctx, f"(checkpoint cp/{n})")
     elif step[0] in ("unrelate", "drop"):
         _undo(ctx, str(step[0]), int(str(step[1])))
-    elif step[0] in ("place", "restore"):
+    elif step[0] in ("place", "restore", "restore-observation"):
         _reorder(history, str(step[0]), int(str(step[1])))
     elif step[0] not in ("relate", "checkpoint"):
         history.play(step)
@@ -598,8 +615,18 @@ def _undo(ctx: morphz.Context, op: str, pick: int) -> None:
 
 
 def _reorder(history: History, op: str, pick: int) -> None:
-    """Place a visible frame first or last, or restore a frame that is retiring or retired."""
+    """Place a visible frame first or last, restore a frame that is retiring or retired, or
+    restore a retired observation."""
     ctx = history.ctx
+    if op == "restore-observation":
+        gone = [
+            o.ref for o in ctx.mind(all_observations=True).observations if o.lifecycle == "retired"
+        ]
+        if gone:
+            ref = gone[pick % len(gone)]
+            tx(ctx, f"(restore {ref})")
+            history.active.append(ref)
+        return
     if op == "restore":
         back = sorted(history.retiring)
         if back:

@@ -16,7 +16,8 @@ named (``retired``), edges removed (``unrelated``), checkpoints dropped
 one of its frames revised, retired, restored or moved, one of its relations removed, one of its
 checkpoints dropped) rebuilds the seed. So does a change to the mind order that increments cannot
 state (they append new frames at its end): moving a frame an increment brought, or a frame that
-comes back, restored or placed, before frames already sent. And so does a new preview threshold
+comes back, restored or placed, before frames already sent, or an observation restored before
+observations already sent. And so does a new preview threshold
 (the context's view), which renders the inbox anew.
 """
 
@@ -130,12 +131,19 @@ class DeltaEncoder:
         return self.text
 
     def _touches_seed(self, state: ActiveState) -> bool:
-        """Whether ``state`` changed what the seed shows, or the mind order increments state
-        (a frame sent since moved, a frame restored or placed before what was sent)."""
+        """Whether ``state`` changed what the seed shows, or an order increments cannot state
+        (a frame sent since moved; a frame restored or placed before what was sent; an
+        observation restored before what was sent)."""
         seed, sent = self.seed, self.sent
         assert seed is not None and sent is not None
         active = {o.seq for o in state.observations}
         if any(seq not in active for seq in seed.observations):
+            return True
+        # an observation new to the request is appended to the inbox: it must be the newest
+        newest = max(sent.observations, default=None)
+        if newest is not None and any(
+            seq < newest for seq in active if seq not in sent.observations
+        ):
             return True
         frames = {f.id: (f.revision, f.lifecycle, f.pos) for f in state.frames}
         if any(frames.get(fid) != was for fid, was in seed.frames.items()):
