@@ -197,6 +197,9 @@ def test_a_profile_path_is_relative_to_the_file_that_names_it(tmp_path: Path) ->
     (project / "team.md").write_text("project harness")
     (project / "morphz.toml").write_text('profile = "team.md"\n')  # the later file wins
     assert load(home, project, {}).profile == "project harness"
+    (project / "morphz.toml").write_text("profile = 5\n")
+    with pytest.raises(morphz.InputError, match="profile must be a file path"):
+        load(home, project, {})
 
 
 def test_the_agent_cannot_rewrite_its_own_profile(setup: tuple[Path, Path, Path]) -> None:

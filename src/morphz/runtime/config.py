@@ -136,6 +136,9 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
     ask = data.get("ask_default", "deny")
     if ask not in ("allow", "deny"):
         raise InputError("ask_default must be allow or deny")
+    profile = data.get("profile")
+    if profile is not None and not isinstance(profile, str):
+        raise InputError(f'profile must be a file path, e.g. profile = "agent.md", not {profile!r}')
     tokenizer = data.get("tokenizer", "auto")
     if tokenizer not in ("auto", "estimate"):
         raise InputError(f"tokenizer must be auto or estimate, not {tokenizer!r}")
@@ -149,8 +152,8 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         anthropic_base_url=anthropic.get("base_url"),
         anthropic_prompt_cache=anthropic.get("prompt_cache", "5m"),
         exact_tokens=tokenizer == "auto",
-        profile=read_profile(Path(data["profile"])) if "profile" in data else None,
-        profile_path=Path(data["profile"]) if "profile" in data else None,
+        profile=read_profile(Path(profile)) if profile is not None else None,
+        profile_path=Path(profile) if profile is not None else None,
         files=files,
         delta_models=_delta_models(data.get("models", {}), "delta", False),
         delta_inline=_delta_models(data.get("models", {}), "delta_messages", True),
