@@ -28,6 +28,16 @@ class Budget:
     warning_ratio: float = 0.75
 
     def __post_init__(self) -> None:
+        for name in ("window", "output_reserve", "reserve", "configured"):
+            value = getattr(self, name)
+            if (value is not None or name != "configured") and (
+                isinstance(value, bool) or not isinstance(value, int)
+            ):
+                raise InputError(f"{name} must be a whole number of tokens, not {value!r}")
+        for name in ("notice_ratio", "warning_ratio"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InputError(f"{name} must be a number between 0 and 1, not {value!r}")
         if self.window <= 0 or self.output_reserve < 0 or self.reserve < 0:
             raise InputError("window must be positive; reserves cannot be negative")
         if self.configured is not None and self.configured <= 0:

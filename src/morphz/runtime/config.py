@@ -106,58 +106,86 @@ def load(home: Path, project: Path, env: Mapping[str, str]) -> Settings:
     return _settings(merged, env, tuple(files))
 
 
+_KEYS = frozenset(
+    {"model", "step_limit", "ask_default", "tokenizer", "profile", "budget", "policies", "openai",
+     "anthropic", "models"}
+)  # fmt: skip
+
+
 def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, ...]) -> Settings:
-    unknown = set(data) - {
-        "model",
-        "step_limit",
-        "ask_default",
-        "tokenizer",
-        "profile",
-        "budget",
-        "policies",
-        "openai",
-        "anthropic",
-        "models",
-    }
+    unknown = set(data) - _KEYS
     if unknown:
         raise InputError(f"unknown configuration keys {sorted(unknown)}")
     policies = dict(DEFAULT_POLICIES)
-    for tool, policy in dict(data.get("policies", {})).items():
+    for tool, policy in _table(data, "policies", 'exec = "ask"').items():
         if policy not in POLICIES:
             raise InputError(f"policy for {tool} must be allow, ask or deny, not {policy!r}")
         policies[str(tool)] = policy
-    budget = None
-    if "budget" in data:
-        spec = dict(data["budget"])
-        if "limit" in spec:
-            spec["configured"] = spec.pop("limit")
-        budget = Budget(**spec)
     anthropic = _anthropic(data.get("anthropic", {}))
-    ask = data.get("ask_default", "deny")
-    if ask not in ("allow", "deny"):
-        raise InputError("ask_default must be allow or deny")
-    profile = data.get("profile")
-    if profile is not None and not isinstance(profile, str):
-        raise InputError(f'profile must be a file path, e.g. profile = "agent.md", not {profile!r}')
-    tokenizer = data.get("tokenizer", "auto")
-    if tokenizer not in ("auto", "estimate"):
-        raise InputError(f"tokenizer must be auto or estimate, not {tokenizer!r}")
+    openai = _table(data, "openai", 'base_url = "http://localhost:11434/v1"')
+    profile = _profile_path(data.get("profile"))
     return Settings(
-        model=str(data.get("model", "scripted:")),
-        step_limit=int(data.get("step_limit", 24)),
-        ask_default=ask == "allow",
-        budget=budget,
+        model=_model(data.get("model", "scripted:")),
+        step_limit=_step_limit(data.get("step_limit", 24)),
+        ask_default=_one_of(data, "ask_default", ("deny", "allow")) == "allow",
+        budget=_budget(_table(data, "budget", "window = 128000")) if "budget" in data else None,
         policies=policies,
-        openai_base_url=dict(data.get("openai", {})).get("base_url") or env.get("OPENAI_BASE_URL"),
+        openai_base_url=openai.get("base_url") or env.get("OPENAI_BASE_URL"),
         anthropic_base_url=anthropic.get("base_url"),
         anthropic_prompt_cache=anthropic.get("prompt_cache", "5m"),
-        exact_tokens=tokenizer == "auto",
-        profile=read_profile(Path(profile)) if profile is not None else None,
-        profile_path=Path(profile) if profile is not None else None,
+        exact_tokens=_one_of(data, "tokenizer", ("auto", "estimate")) == "auto",
+        profile=read_profile(profile) if profile is not None else None,
+        profile_path=profile,
         files=files,
         delta_models=_delta_models(data.get("models", {}), "delta", False),
         delta_inline=_delta_models(data.get("models", {}), "delta_messages", True),
     )
+
+
+def _one_of(data: dict[str, Any], key: str, choices: tuple[str, ...]) -> str:
+    """``key``'s value, one of ``choices`` (the first is the default)."""
+    value = data.get(key, choices[0])
+    if value not in choices:
+        raise InputError(f"{key} must be {' or '.join(choices)}, not {value!r}")
+    return str(value)
+
+
+def _model(value: Any) -> str:
+    if not isinstance(value, str):
+        raise InputError(f'model must be a model spec, e.g. model = "openai:NAME", not {value!r}')
+    return value
+
+
+def _step_limit(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"step_limit must be a whole number of at least 1, not {value!r}")
+    return value
+
+
+def _profile_path(value: Any) -> Path | None:
+    if value is not None and not isinstance(value, str):
+        raise InputError(f'profile must be a file path, e.g. profile = "agent.md", not {value!r}')
+    return None if value is None else Path(value)
+
+
+def _table(data: dict[str, Any], key: str, example: str) -> dict[str, Any]:
+    """The ``[key]`` table of the configuration (empty when absent)."""
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise InputError(f"[{key}] must be a table, e.g. [{key}] {example}, not {value!r}")
+    return value
+
+
+def _budget(section: dict[str, Any]) -> Budget:
+    """The ``[budget]`` table: window, output_reserve, limit, reserve (tokens)."""
+    spec = dict(section)
+    unknown = set(spec) - {"window", "output_reserve", "limit", "reserve"}
+    if unknown:
+        use = "window, output_reserve, limit, reserve"
+        raise InputError(f"unknown keys {sorted(unknown)} in [budget]: use {use}")
+    if "limit" in spec:
+        spec["configured"] = spec.pop("limit")
+    return Budget(**spec)
 
 
 def read_profile(path: Path) -> str:
