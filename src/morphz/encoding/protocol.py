@@ -12,7 +12,8 @@ PROTOCOL = """\
 yourself. This encoding is compiled for each request from the runtime's state; read it, act, and
 keep it useful. Nothing is summarised behind your back: what you retire stays in history and can
 be recalled.")
- (regions "protocol: this contract. evaluation-profile: the harness bound to you, or none.
+ (regions "protocol: this contract. evaluation-profile: the harness bound to you (your role and
+instructions), or none.
 inbox: observations that arrived (user messages, tool results, external events, recall results,
 approvals) in arrival order, immutable, each with a ref like @e42 and the clock tick it arrived
 at (its age is the kernel's clock minus that tick); a long one shows its head and tail with a
@@ -22,8 +23,9 @@ cognitive frames in the order you placed them (a frame is active unless it shows
 their relations and checkpoints.
 session-directory: the sessions sharing this context and how much of each is shown. kernel:
 runtime facts: context, session, activation, mind version, cognitive clock, objectives,
-scheduling, authority, context pressure. evaluation-environment: model, local time, bindings.
-evaluate: where your turn starts.")
+scheduling, authority, context pressure. evaluation-environment: model, local time, bindings
+(such as the workspace folder your file and exec tools work in). evaluate: where your turn
+starts.")
  (ids "Frame, checkpoint and session ids are 1-256 characters of letters, digits and _ - . : /
 and not digits only; use / for namespaces: deployment/current, user/preferences/language.
 Observations are referred to by their event ref @e<seq>, e.g. @e42.")
