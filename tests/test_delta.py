@@ -104,6 +104,19 @@ def test_an_unchanged_state_updates_only_the_pressure_of_the_longer_request(
     assert count([second]).tokens <= sent.tokens <= count([second]).tokens + PRESSURE_SLACK
 
 
+def test_increments_sent_as_messages_count_their_framing(ctx: morphz.Context) -> None:
+    """Each increment that travels as a message of its own costs a provider's message framing:
+    the pressure of the request sent counts it, per increment."""
+    plain, framed = DeltaEncoder(), DeltaEncoder(message_tokens=4)
+    for n in range(3):
+        ctx.observe("tool_result", f"result {n}")
+        encoding = ctx.encode(OPTS)
+        plain.next(encoding)
+        framed.next(encoding)
+        assert plain.pressure is not None and framed.pressure is not None
+        assert framed.pressure.tokens - plain.pressure.tokens == 4 * n  # n increments so far
+
+
 def _rebuilt(encoder: DeltaEncoder, ctx: morphz.Context, previous: str) -> str:
     fresh = ctx.encode(OPTS)
     request = encoder.next(fresh)

@@ -195,12 +195,14 @@ def _running(a: ActivationRow) -> str:
     return f"({a.activation_id} (session {a.session_id}){root}{goal})"
 
 
-def sent_pressure(encoding: Encoding, text: str) -> Pressure:
+def sent_pressure(encoding: Encoding, text: str, framing: int = 0) -> Pressure:
     """The pressure of sending ``text`` (a ContextDelta request built on ``encoding``) with the
-    parts ``encoding`` was measured with, counted the way the compile counts."""
+    parts ``encoding`` was measured with, counted the way the compile counts, plus ``framing``
+    tokens (what a provider adds around the messages the increments travel in)."""
     opts = encoding.options
     measured = count([text, *opts.extra_parts], opts.calibration, opts.counter)
-    return pressure(measured.tokens + PRESSURE_SLACK, measured.kind, encoding.pressure.budget)
+    tokens = measured.tokens + framing + PRESSURE_SLACK
+    return pressure(tokens, measured.kind, encoding.pressure.budget)
 
 
 def pressure_figures(p: Pressure) -> str:

@@ -80,7 +80,10 @@ def _snapshot(encoding: Encoding) -> DeltaState:
 class DeltaEncoder:
     """Builds the request sequence of one activation."""
 
-    def __init__(self) -> None:
+    def __init__(self, message_tokens: int = 0) -> None:
+        """``message_tokens``: what a provider adds around each increment when increments
+        travel as messages of their own (counted in the pressure of the request sent)."""
+        self.message_tokens = message_tokens
         self.text: str | None = None
         self.sent: DeltaState | None = None  # what the request shows: the seed and increments
         self.seed: DeltaState | None = None  # what the seed alone shows
@@ -120,7 +123,8 @@ class DeltaEncoder:
         # the kernel states the pressure of the request sent, increments included: measured
         # with the figures left out, like the compile does (sent_pressure adds their slack)
         now.items["kernel"]["pressure"] = "(pressure)"
-        sent = sent_pressure(encoding, self.text + _increment(changes, self.sent, now))
+        framing = self.message_tokens * (len(self._cuts) + 1)  # this increment's included
+        sent = sent_pressure(encoding, self.text + _increment(changes, self.sent, now), framing)
         now.items["kernel"]["pressure"] = f"(pressure {pressure_figures(sent)})"
         increment = _increment(changes, self.sent, now)
         self.pressure = sent

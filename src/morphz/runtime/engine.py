@@ -101,6 +101,9 @@ class ActivationResult:
         }
 
 
+MESSAGE_TOKENS = 4  # what a chat format adds around one message (role and delimiters)
+
+
 def _now() -> str:
     return datetime.now().astimezone().isoformat(timespec="seconds")
 
@@ -189,7 +192,7 @@ class _Run:
         self.result = ActivationResult(activation, session, "running", None, 0)
         self._pending_failure = "even the minimum maintenance request does not fit"
         self.previous: set[int] = set()  # the observations the previous step produced
-        self._delta = DeltaEncoder()
+        self._delta = self._new_delta()
         self._shape: tuple[bool, frozenset[int] | None] | None = None  # of the last request
         self._increment_sent = False  # the last request was a ContextDelta increment
         self._layouts = PlainLayouts()  # without ContextDelta
@@ -214,7 +217,7 @@ class _Run:
                 response = await self.e.model.request(request)
             except ContextTooLongError as exc:
                 if self._increment_sent:  # first try a fresh seed: the increments piled up
-                    self._delta, self._shape = DeltaEncoder(), None
+                    self._delta, self._shape = self._new_delta(), None
                     continue
                 if self.maintenance:
                     await self.finish(
@@ -326,6 +329,11 @@ class _Run:
 
     # -- ContextDelta
 
+    def _new_delta(self) -> DeltaEncoder:
+        """A new ContextDelta request sequence; increments sent as messages of their own cost
+        their framing too."""
+        return DeltaEncoder(MESSAGE_TOKENS if self.e.config.delta_messages else 0)
+
     def _text(self, encoding: Encoding) -> tuple[str, CacheLayout]:
         """What the model is sent, and its cache layout: the encoding, or with ContextDelta the
         previous request plus an increment. A new tool set or a batch starts a new seed, and so
@@ -336,13 +344,13 @@ class _Run:
         only = encoding.options.only_observations
         shape = (self.maintenance, only)
         if only is not None or shape != self._shape:
-            self._delta = DeltaEncoder()
+            self._delta = self._new_delta()
         self._shape = shape
         before = self._delta.increments
         text = self._delta.next(encoding)
         pressure = self._delta.pressure  # of the request, increments included
         if self._delta.increments > before and pressure and pressure.level == "critical":
-            self._delta = DeltaEncoder()
+            self._delta = self._new_delta()
             text = self._delta.next(encoding)
         self._increment_sent = self._delta.increments > before
         layout = self._delta.layout
