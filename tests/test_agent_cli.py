@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -94,13 +95,19 @@ def test_exec_fails_visibly_when_the_script_runs_out(setup: tuple[Path, Path, Pa
 
 def test_chat_slash_commands_and_one_turn(setup: tuple[Path, Path, Path]) -> None:
     db, workspace, script = setup
-    lines = "/status\nprepare the deployment\n/mind\n/recall region\n/quit\n"
+    lines = "/status\nprepare the deployment\n/mind\n/recall region\n/requests\n/quit\n"
     args = ["chat", "--model", f"scripted:{script}", "--workspace", str(workspace)]
     result = CliRunner().invoke(main, [*args, "--db", str(db)], input=lines)
     assert result.exit_code == 0, result.output
     assert "agent> The deployment targets cn-shanghai." in result.stdout
     assert "deployment/target-v2" in result.stdout  # /mind
     assert "ranked by relevance" in result.stdout  # /recall
+    # /requests: the turn's activation, its four requests (the first of the process unmeasured)
+    assert "prefix reuse: bytes of each request that began the previous one" in result.stdout
+    row = re.search(
+        r"act-[0-9a-f]{12}\s+default\s+delivered\s+(\d+)\s+([\d,]+)\s+([\d.]+)%", result.stdout
+    )
+    assert row is not None and row.group(1) == "4" and float(row.group(3)) > 50
 
 
 def test_chat_encoding_shows_what_the_agent_would_see(setup: tuple[Path, Path, Path]) -> None:

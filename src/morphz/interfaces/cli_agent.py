@@ -21,6 +21,7 @@ from morphz.interfaces.cli import db_option, emit, format_option, main
 from morphz.runtime.agent_tools import agent_tools
 from morphz.runtime.config import Settings, load, make_model, read_profile
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
+from morphz.runtime.report import pick_activations, request_stats, total
 from morphz.runtime.tools.base import Tool, ToolRegistry
 from morphz.runtime.tools.shell import shell_tools
 from morphz.runtime.tools.workspace import workspace_tools
@@ -191,7 +192,8 @@ def chat_command(
     workspace: Path,
     db_path: str,
 ) -> None:
-    """Talk to the agent of CTX. Commands: /status, /mind, /encoding, /recall QUERY, /quit.
+    """Talk to the agent of CTX. Commands: /status, /mind, /encoding, /requests, /recall QUERY,
+    /quit.
 
     Tool calls, approvals and commits are shown as they happen; "ask" tools ask you."""
     with morphz.open(db_path) as db:
@@ -267,6 +269,9 @@ def _slash(engine: Engine, session: str, line: str) -> bool:
         click.echo(engine.encoding(session).text)
     elif command == "/recall" and rest.strip():
         click.echo(render.search_page(ctx.recall.search(rest.strip())))
+    elif command == "/requests":  # what this chat's activations sent, prefix reuse included
+        stats = request_stats(ctx, pick_activations(ctx, last=5))
+        click.echo(render.request_stats(stats, total(stats)))
     else:
-        click.echo("commands: /status, /mind, /encoding, /recall QUERY, /quit")
+        click.echo("commands: /status, /mind, /encoding, /requests, /recall QUERY, /quit")
     return True
