@@ -149,10 +149,8 @@ class Engine:
         text = request_text(request.encoding, [t.to_dict() for t in request.tools])
         before = self.meter.reused
         share = self.meter.add(text)
-        return {
-            "bytes": len(text.encode()),
-            "prefix": None if share is None else self.meter.reused - before,
-        }
+        sent = self.meter.previous or b""  # the bytes the meter just kept: not encoded again
+        return {"bytes": len(sent), "prefix": None if share is None else self.meter.reused - before}
 
     def encoding(self, session: str = "default") -> Encoding:
         """The encoding a request in ``session`` would carry now, outside any activation: what
