@@ -30,7 +30,7 @@ from typing import Any
 import morphz
 from _bench_common import finish, machine, pct
 from morphz import demo
-from morphz.encoding import DeltaEncoder, EncodeOptions, PrefixMeter, render
+from morphz.encoding import DeltaEncoder, EncodeOptions, Encoding, PrefixMeter, render
 from morphz.encoding.blocks import CacheLayout, PlainLayouts
 from morphz.encoding.prefix import BlockCacheMeter
 
@@ -375,10 +375,14 @@ class CacheMeters:
 
 
 def bench_prefix(
-    tmp: Path, policy: str, revisions: bool = True
+    tmp: Path,
+    policy: str,
+    revisions: bool = True,
+    on_request: Callable[[Encoding, str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The prefix trajectory under ``policy``; without ``revisions`` the agent never revises
-    ``task/plan`` (a variant for comparison, not the benchmark's trajectory)."""
+    ``task/plan`` (a variant for comparison, not the benchmark's trajectory). ``on_request``
+    sees each step's encoding and ContextDelta request (benchmarks/counting_bench.py)."""
     log(f"(b) prefix reuse over a {STEPS}-step trajectory, {policy} maintenance")
     rng, clock = random.Random(STEPS), Clock(T0)
     db = morphz.open(tmp / f"trajectory-{policy}.db", now=clock)
@@ -413,6 +417,8 @@ def bench_prefix(
         text = delta.next(encoding)
         delta_ns.append(time.perf_counter_ns() - start)
         request = f"{schemas}\n{text}"
+        if on_request is not None:
+            on_request(encoding, text)
         with_delta.add(request)
         caches.add("plain", f"{schemas}\n{encoding.text}", layouts.next(encoding))
         caches.add("delta", request, delta.layout)

@@ -14,7 +14,7 @@ import pytest
 
 import morphz
 from histories import Clock as FixedClock
-from morphz.encoding.tokens import _tiktoken_counter
+from morphz.encoding.tokens import O200K_PATTERN, _tiktoken_counter
 
 try:
     TIKTOKEN: Any = importlib.import_module("tiktoken")  # a dev dependency
@@ -59,14 +59,14 @@ def _tiny_ranks() -> dict[bytes, int]:
 @pytest.fixture
 def tiny_tiktoken(monkeypatch: pytest.MonkeyPatch) -> Any:
     """The real tiktoken, with a small BPE standing in for ``o200k_base`` (the encoding of
-    gpt-4o and its family: the real file is fetched from the network, which tests never do).
-    Returns that encoding."""
+    gpt-4o and its family: the real file is fetched from the network, which tests never do),
+    under the real encoding's pre-tokenizer pattern. Returns that encoding."""
     if TIKTOKEN is None:
         pytest.fail("tiktoken is a dev dependency: pip install -e '.[dev]'")
     ranks = _tiny_ranks()
     encoding = TIKTOKEN.Encoding(
         "o200k_base",
-        pat_str=r"\s?[A-Za-z]+|\s?\d+|\s?[^\sA-Za-z\d]+|\s+",
+        pat_str=O200K_PATTERN,
         mergeable_ranks=ranks,
         special_tokens={"<|endoftext|>": len(ranks)},
     )

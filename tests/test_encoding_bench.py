@@ -57,3 +57,15 @@ def test_the_committed_example_encoding_is_current(tmp_path: Path) -> None:
     )
     committed = SCRIPT.parent.parent / "docs" / "example-encoding.txt"
     assert out.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")
+
+
+def test_the_counting_benchmark_counts_every_request_exactly() -> None:
+    # the script stops with an error when counting piece by piece and counting whole disagree
+    # on any of the 300 steps' texts (encodings, ContextDelta requests, tool schemas)
+    script = SCRIPT.with_name("counting_bench.py")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=True, timeout=300
+    )
+    (result,) = json.loads(done.stdout)["results"]
+    assert result["metric"] == "exact_count_ms_per_step_p50"
+    assert result["n"] == 300

@@ -8,16 +8,31 @@ tiktoken here is the real package with a small BPE registered as ``o200k_base`` 
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib
+import itertools
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import morphz
 from morphz.encoding.compile import PRESSURE_SLACK, pressure_figures
-from morphz.encoding.tokens import Calibration, exact_counter
+from morphz.encoding.tokens import (
+    CL100K_PATTERN,
+    O200K_PATTERN,
+    R50K_PATTERN,
+    SPLITTABLE_PATTERNS,
+    Calibration,
+    PieceCounter,
+    exact_counter,
+)
 from morphz.errors import InputError
 from morphz.interfaces.cli import main
 from morphz.interfaces.cli_agent import build_tools
@@ -26,6 +41,11 @@ from morphz.runtime.engine import Engine, RuntimeConfig
 from morphz.runtime.models.base import ModelRequest, ModelResponse
 from morphz.runtime.models.scripted import FunctionModel
 from morphz.runtime.tools.base import ToolRegistry
+
+try:
+    TIKTOKEN: Any = importlib.import_module("tiktoken")  # a dev dependency
+except ImportError:  # pragma: no cover - the tests that need it fail and say so
+    TIKTOKEN = None
 
 TEXT = "the context of the session: observation, frame, mind and pressure (level normal)"
 
@@ -186,3 +206,123 @@ def test_context_encoding_counts_for_the_model_named(tmp_path: Path, tiny_tiktok
     # what the runtime learned about a model tiktoken does not know
     assert _pressure_kind(db_path, "--model", "openai:local-llama") == "calibrated"
     assert _pressure_kind(db_path, "--model", "anthropic:claude-sonnet-4-5") == "estimated"
+
+
+# ------------------------------------------------------------ counting piece by piece
+
+ALPHABET = "aB1() \n'/\t"  # letters, a digit, the encoding's brackets, the whitespace around them
+
+
+@functools.lru_cache(maxsize=1)
+def _rich_ranks() -> dict[bytes, int]:
+    """Every byte, then every string of 2-4 characters of ALPHABET: any pre-tokenizer chunk of
+    up to four of those characters is one token, so counting a chunk boundary differently than
+    tiktoken does changes the count (with a byte-level vocabulary it mostly would not)."""
+    ranks = {bytes([i]): i for i in range(256)}
+    for size in (2, 3, 4):
+        for chars in itertools.product(ALPHABET, repeat=size):
+            ranks.setdefault("".join(chars).encode(), len(ranks))
+    return ranks
+
+
+PATTERNS = {"o200k": O200K_PATTERN, "cl100k": CL100K_PATTERN, "r50k": R50K_PATTERN}
+
+
+@functools.cache
+def _rich_encoding(pattern: str) -> Any:
+    if TIKTOKEN is None:
+        pytest.fail("tiktoken is a dev dependency: pip install -e '.[dev]'")
+    return TIKTOKEN.Encoding("rich", pat_str=pattern, mergeable_ranks=_rich_ranks(),
+                             special_tokens={})  # fmt: skip
+
+
+def test_the_patterns_are_those_of_the_installed_tiktoken(
+    monkeypatch: pytest.MonkeyPatch, tiny_tiktoken: Any
+) -> None:
+    # a tiktoken that changes a pattern makes this fail; the runtime would then count such an
+    # encoding whole, which is slower but still exact
+    public = importlib.import_module("tiktoken_ext.openai_public")
+    monkeypatch.setattr(public, "load_tiktoken_bpe", lambda *args, **kwargs: {b"a": 0})
+    assert public.r50k_base()["pat_str"] == R50K_PATTERN
+    assert public.p50k_base()["pat_str"] == R50K_PATTERN
+    assert public.cl100k_base()["pat_str"] == CL100K_PATTERN
+    assert public.o200k_base()["pat_str"] == O200K_PATTERN
+    assert public.o200k_harmony()["pat_str"] == O200K_PATTERN
+    assert set(PATTERNS.values()) == SPLITTABLE_PATTERNS
+
+
+LINES = st.lists(
+    st.tuples(st.sampled_from(["", " ", "  ", "\t"]), st.text(ALPHABET + "é中", max_size=30)),
+    max_size=8,
+).map(lambda lines: "\n".join(indent + ("(" + body if body else body) for indent, body in lines))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.one_of(LINES, st.text(ALPHABET + "é中", max_size=60)),
+    name=st.sampled_from(list(PATTERNS)),
+)
+def test_counting_piece_by_piece_is_exact(text: str, name: str) -> None:
+    encoding = _rich_encoding(PATTERNS[name])
+    counter = PieceCounter(encoding.encode_ordinary, cuts=True)
+    whole = len(encoding.encode_ordinary(text))
+    assert counter(text) == whole
+    assert counter(text) == whole  # and again, from what it remembers
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [("o200k", "(a)\n\n(a)"), ("cl100k", "(a)\n\n(a)"), ("r50k", "(a) \n(a)")],
+)
+def test_a_cut_anywhere_else_would_change_counts(name: str, text: str) -> None:
+    # the test above can fail: cutting after every newline miscounts texts like these
+    encoding = _rich_encoding(PATTERNS[name])
+    whole = len(encoding.encode_ordinary(text))
+    assert sum(len(encoding.encode_ordinary(p)) for p in re.split(r"(?<=\n)", text)) != whole
+    assert PieceCounter(encoding.encode_ordinary, cuts=True)(text) == whole
+
+
+class _Calls:
+    def __init__(self, encode: Callable[[str], list[int]]) -> None:
+        self.encode, self.texts = encode, list[str]()
+
+    def __call__(self, text: str) -> list[int]:
+        self.texts.append(text)
+        return self.encode(text)
+
+
+def test_a_step_counts_only_the_lines_that_changed(tiny_tiktoken: Any) -> None:
+    calls = _Calls(tiny_tiktoken.encode_ordinary)
+    counter = PieceCounter(calls, cuts=True)
+    first = '(inbox\n (@e1 tool_result "one")\n (@e2 tool_result "two"))\n(kernel (tick 1))\n'
+    assert counter(first) == len(tiny_tiktoken.encode_ordinary(first))
+    assert len(calls.texts) == 4  # each line once
+    calls.texts.clear()
+    second = first.replace('two"))', 'two")\n (@e3 user_message "three"))')
+    second = second.replace("(tick 1)", "(tick 2)")
+    assert counter(second) == len(tiny_tiktoken.encode_ordinary(second))
+    assert calls.texts == [" (@e2 tool_result \"two\")\n", " (@e3 user_message \"three\"))\n",
+                           "(kernel (tick 2))\n"]  # fmt: skip
+
+
+def test_what_it_remembers_is_bounded(tiny_tiktoken: Any) -> None:
+    calls = _Calls(tiny_tiktoken.encode_ordinary)
+    counter = PieceCounter(calls, cuts=True, capacity=40)
+    lines = [f"(line {i} of the session)\n" for i in range(10)]  # 24 characters each
+    for line in lines:
+        counter(line)
+    counter(lines[-1])
+    assert len(calls.texts) == 10  # the newest is remembered
+    counter(lines[0])
+    assert len(calls.texts) == 11  # the oldest was let go
+    assert counter("x" * 100) == len(tiny_tiktoken.encode_ordinary("x" * 100))  # too big to keep
+
+
+def test_an_unknown_pattern_is_counted_whole(tiny_tiktoken: Any) -> None:
+    other = TIKTOKEN.Encoding("other", pat_str=r"\s?[A-Za-z]+|\s?\d+|\s?[^\sA-Za-z\d]+|\s+",
+                              mergeable_ranks=_rich_ranks(), special_tokens={})  # fmt: skip
+    calls = _Calls(other.encode_ordinary)
+    counter = PieceCounter(calls, cuts=False)
+    text = "(a)\n (B)\n(1)\n"
+    assert counter(text) == len(other.encode_ordinary(text))
+    assert calls.texts == [text]

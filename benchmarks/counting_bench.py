@@ -1,0 +1,111 @@
+"""Morphz exact token counting: what counting each request with a tokenizer costs per step of a
+long tool loop, remembering each line's count (the runtime's ``PieceCounter``) against counting
+every request whole, the baseline, on the same texts in the same run.
+
+    .venv/bin/python benchmarks/counting_bench.py [--out FILE]
+
+The requests are those of the encoding benchmark's 300-step pressure trajectory
+(benchmarks/encoding_bench.py). Per step the runtime counts the compiled encoding and the tool
+schemas (the pressure figure), then, with ContextDelta, the request it sends and the schemas
+again; both counters count exactly those four texts, and must agree to the token. The tokenizer
+is the real tiktoken under o200k_base's pre-tokenizer pattern with a stand-in vocabulary (every
+byte, and the words of the protocol and the trajectory reachable by merges): the real
+o200k_base file is fetched from the network, which this machine has not. Prints one JSON
+document to stdout (progress goes to stderr). See docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import tiktoken
+
+import encoding_bench as eb
+from _bench_common import finish, machine, pct
+from morphz.encoding import Encoding
+from morphz.encoding.protocol import PROTOCOL
+from morphz.encoding.tokens import O200K_PATTERN, PieceCounter
+
+
+def log(message: str) -> None:
+    print(f"[counting-bench] {message}", file=sys.stderr, flush=True)
+
+
+def stand_in_encoding() -> Any:
+    """Every byte, then each word of the protocol and of the trajectory's texts, bare and after
+    a space, built up by merges of its prefixes (so BPE reaches it), then some punctuation."""
+    ranks = {bytes([i]): i for i in range(256)}
+    words = sorted(set(re.findall(r"[A-Za-z]+", PROTOCOL)) | set(eb.WORDS))
+    for word in words:
+        for end in range(2, len(word) + 1):
+            ranks.setdefault(word[:end].encode(), len(ranks))
+        for end in range(1, len(word) + 1):
+            ranks.setdefault(b" " + word[:end].encode(), len(ranks))
+    for glue in (")\n", "))", " (", "))\n", ")))", "@e", " @e", '"', ' "', "/", ": "):
+        ranks.setdefault(glue[:2].encode(), len(ranks))
+        ranks.setdefault(glue.encode(), len(ranks))
+    return tiktoken.Encoding("stand-in", pat_str=O200K_PATTERN, mergeable_ranks=ranks,
+                             special_tokens={})  # fmt: skip
+
+
+class Timer:
+    """Counts each step's texts with both counters, in alternating order, and keeps the times."""
+
+    def __init__(self, encoding: Any, schemas: str) -> None:
+        self.encode, self.schemas = encoding.encode_ordinary, schemas
+        self.pieces = PieceCounter(self.encode, cuts=True)
+        self.times: dict[str, list[int]] = {"pieces": [], "whole": []}
+        self.tokens, self.chars = 0, 0
+
+    def __call__(self, encoding: Encoding, request: str) -> None:
+        texts = (encoding.text, self.schemas, request, self.schemas)
+        counters = {"pieces": self.pieces, "whole": lambda text: len(self.encode(text))}
+        order = list(counters) if len(self.times["whole"]) % 2 else list(counters)[::-1]
+        counts = {}
+        for name in order:
+            start = time.perf_counter_ns()
+            counts[name] = sum(counters[name](text) for text in texts)
+            self.times[name].append(time.perf_counter_ns() - start)
+        if counts["pieces"] != counts["whole"]:
+            raise AssertionError(f"the counters disagree: {counts}")
+        self.tokens += counts["whole"]
+        self.chars += sum(len(text) for text in texts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, help="also write the JSON document to this file")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    doc: dict[str, Any] = {"benchmark": "morphz-counting", "machine": machine()}
+    encoding = stand_in_encoding()
+    timer = Timer(encoding, eb.tool_schemas())
+    with tempfile.TemporaryDirectory(prefix="morphz-counting-bench-") as folder:
+        _, details = eb.bench_prefix(Path(folder), "pressure", on_request=timer)
+    steps = len(timer.times["whole"])
+    pieces, whole = (pct(timer.times[name], 0.5) for name in ("pieces", "whole"))
+    doc["results"] = [
+        eb.entry("exact_count_ms_per_step_p50", pieces, "ms", whole, target="-", met=None)
+        | {"p95": pct(timer.times["pieces"], 0.95), "baseline_p95": pct(timer.times["whole"], 0.95)}
+        | {"first_step": round(timer.times["pieces"][0] / 1e6, 3), "n": steps},
+    ]  # fmt: skip
+    doc["details"] = {
+        "tokenizer": f"tiktoken {tiktoken.__version__}, o200k_base pattern, stand-in vocabulary "
+        f"of {encoding.n_vocab} tokens",
+        "texts_per_step": 4,
+        "mean_chars_per_step": round(timer.chars / steps),
+        "mean_tokens_per_step": round(timer.tokens / steps),
+        "compile_ms_p50_p95": details["compile_ms_p50_p95"],
+        "baseline": "the same texts counted whole with encode_ordinary, in the same steps",
+    }
+    return finish(doc, started, args.out, log)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
