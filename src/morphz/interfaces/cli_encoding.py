@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from morphz import DEFAULT_SESSION
 from morphz.capacity import Budget
 from morphz.encoding.blocks import encoding_layout
 from morphz.encoding.tokens import exact_counter
@@ -24,14 +25,20 @@ from morphz.interfaces.cli import (
     emit,
     format_option,
     open_context,
-    session_option,
 )
 from morphz.runtime.report import pick_activations, request_stats, total
 
 
 @context_group.command("encoding")
 @context_argument
-@session_option
+@click.option(
+    "--session",
+    default=DEFAULT_SESSION,
+    show_default=True,
+    metavar="ID",
+    help="The session the request is for: the kernel's current session, first in the session "
+    "directory once it has events. Nothing is written.",
+)
 @click.option(
     "--budget",
     type=click.IntRange(min=1),
