@@ -12,6 +12,10 @@ is the real tiktoken under o200k_base's pre-tokenizer pattern with a stand-in vo
 byte, and the words of the protocol and the trajectory reachable by merges): the real
 o200k_base file is fetched from the network, which this machine has not. Prints one JSON
 document to stdout (progress goes to stderr). See docs/benchmarks.md.
+
+It also times the estimate (no tokenizer) of the same texts with one accented character added
+to each, which takes the estimate off its ASCII shortcut: the runtime's ``estimate_tokens``
+against, as the baseline, the loop over every character it used before.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +35,7 @@ import encoding_bench as eb
 from _bench_common import finish, machine, pct
 from morphz.encoding import Encoding
 from morphz.encoding.protocol import PROTOCOL
-from morphz.encoding.tokens import O200K_PATTERN, PieceCounter
+from morphz.encoding.tokens import O200K_PATTERN, PieceCounter, estimate_tokens
 
 
 def log(message: str) -> None:
@@ -54,28 +59,55 @@ def stand_in_encoding() -> Any:
                              special_tokens={})  # fmt: skip
 
 
+def per_character_estimate(text: str) -> int:
+    """The estimate as the runtime computed it before: a loop over the characters."""
+    if text.isascii():
+        return (len(text) + 3) // 4
+    wide = sum(1 for char in text if ord(char) > 0x2E7F)
+    return (len(text) - wide + 3) // 4 + wide
+
+
+Counters = dict[str, Callable[[str], int]]
+
+
 class Timer:
-    """Counts each step's texts with both counters, in alternating order, and keeps the times."""
+    """Counts each step's texts with both counters of a pair, in alternating order, and keeps
+    the times; the two of a pair must agree."""
 
     def __init__(self, encoding: Any, schemas: str) -> None:
         self.encode, self.schemas = encoding.encode_ordinary, schemas
-        self.pieces = PieceCounter(self.encode, cuts=True)
-        self.times: dict[str, list[int]] = {"pieces": [], "whole": []}
+        self.exact: Counters = {
+            "pieces": PieceCounter(self.encode, cuts=True),
+            "whole": lambda text: len(self.encode(text)),
+        }
+        self.estimate: Counters = {"estimate": estimate_tokens, "loop": per_character_estimate}
+        self.times: dict[str, list[int]] = {name: [] for name in [*self.exact, *self.estimate]}
         self.tokens, self.chars = 0, 0
 
     def __call__(self, encoding: Encoding, request: str) -> None:
         texts = (encoding.text, self.schemas, request, self.schemas)
-        counters = {"pieces": self.pieces, "whole": lambda text: len(self.encode(text))}
+        self.tokens += self.time(self.exact, texts)
+        self.chars += sum(len(text) for text in texts)
+        self.time(self.estimate, tuple(f"{text}é" for text in texts))
+
+    def time(self, counters: Counters, texts: tuple[str, ...]) -> int:
         order = list(counters) if len(self.times["whole"]) % 2 else list(counters)[::-1]
         counts = {}
         for name in order:
             start = time.perf_counter_ns()
             counts[name] = sum(counters[name](text) for text in texts)
             self.times[name].append(time.perf_counter_ns() - start)
-        if counts["pieces"] != counts["whole"]:
+        if len(set(counts.values())) != 1:
             raise AssertionError(f"the counters disagree: {counts}")
-        self.tokens += counts["whole"]
-        self.chars += sum(len(text) for text in texts)
+        return counts[order[0]]
+
+
+def result(timer: Timer, metric: str, name: str, baseline: str) -> dict[str, Any]:
+    times, base = timer.times[name], timer.times[baseline]
+    return eb.entry(metric, pct(times, 0.5), "ms", pct(base, 0.5), target="-", met=None) | {
+        "p95": pct(times, 0.95), "baseline_p95": pct(base, 0.95),
+        "first_step": round(times[0] / 1e6, 3), "n": len(times),
+    }  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,12 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="morphz-counting-bench-") as folder:
         _, details = eb.bench_prefix(Path(folder), "pressure", on_request=timer)
     steps = len(timer.times["whole"])
-    pieces, whole = (pct(timer.times[name], 0.5) for name in ("pieces", "whole"))
     doc["results"] = [
-        eb.entry("exact_count_ms_per_step_p50", pieces, "ms", whole, target="-", met=None)
-        | {"p95": pct(timer.times["pieces"], 0.95), "baseline_p95": pct(timer.times["whole"], 0.95)}
-        | {"first_step": round(timer.times["pieces"][0] / 1e6, 3), "n": steps},
-    ]  # fmt: skip
+        result(timer, "exact_count_ms_per_step_p50", "pieces", "whole"),
+        result(timer, "estimate_ms_per_step_p50_non_ascii", "estimate", "loop"),
+    ]
     doc["details"] = {
         "tokenizer": f"tiktoken {tiktoken.__version__}, o200k_base pattern, stand-in vocabulary "
         f"of {encoding.n_vocab} tokens",

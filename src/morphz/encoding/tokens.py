@@ -15,13 +15,26 @@ EstimateKind = Literal["estimated", "calibrated", "exact"]
 
 
 def estimate_tokens(text: str) -> int:
-    """About four characters per token for ASCII text; CJK and other non-ASCII characters are
-    closer to one token each (a deliberate over-estimate: budgets should err on the safe side)."""
+    """About four characters per token; a wide character (U+2E80 and above: CJK, kana, hangul,
+    emoji) is closer to one token each (a deliberate over-estimate: budgets should err on the
+    safe side)."""
     if text.isascii():
         return (len(text) + 3) // 4
-    wide = sum(1 for char in text if ord(char) > 0x2E7F)
-    other = len(text) - wide
-    return (other + 3) // 4 + wide
+    wide = wide_characters(text)
+    return (len(text) - wide + 3) // 4 + wide
+
+
+_NOT_WIDE_LEAD = bytes(b for b in range(256) if not 0xE3 <= b <= 0xF4)
+_WIDE_AFTER_E2 = re.compile(rb"\xe2[\xba-\xbf]")
+
+
+def wide_characters(text: str) -> int:
+    """How many characters of ``text`` are U+2E80 or above, counted on its UTF-8 bytes: lead
+    bytes E3-F4 begin U+3000 and above, and E2 followed by BA-BF begins U+2E80-U+2FFF. (A loop
+    over the characters took 2 ms for an encoding of 90 KB with one accent in it; this, 0.1.)"""
+    data = text.encode("utf-8", "surrogatepass")
+    wide = len(data.translate(None, _NOT_WIDE_LEAD))
+    return wide + (len(_WIDE_AFTER_E2.findall(data)) if b"\xe2" in data else 0)
 
 
 @dataclass(slots=True)
