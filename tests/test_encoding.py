@@ -628,6 +628,8 @@ def test_pressure_figure_kind_estimated_calibrated_or_exact(ctx: morphz.Context)
     assert "(figure calibrated)" in calibrated.region("kernel")
     measured = estimated.tokens - PRESSURE_SLACK
     assert calibrated.tokens == round(measured * 1.5) + PRESSURE_SLACK
+    for region in calibrated.regions:  # each region is counted as the whole is
+        assert region.tokens == round(estimate_tokens(calibrated.region(region.name)) * 1.5)
     exact = ctx.encode(local_time=LOCAL_TIME, counter=len)
     assert exact.pressure.kind == "exact" and "(figure exact)" in exact.region("kernel")
     extra = "tool schema " * 100

@@ -18,7 +18,7 @@ from morphz.checks import check_id
 from morphz.encoding import render
 from morphz.encoding.protocol import PROTOCOL
 from morphz.encoding.sessions import SessionPlan, horizon, plan_sessions
-from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens
+from morphz.encoding.tokens import Calibration, Counter, count
 from morphz.encoding.view import View, stored_view
 from morphz.errors import InputError, ParseError
 from morphz.ids import make_ref
@@ -283,7 +283,7 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     items["kernel"] = _kernel(r, opts, running, pressure_figures(level))
     parts.append(("kernel", render.region("kernel", items["kernel"])))
     parts.extend(tail)
-    text, regions = _assemble(parts)
+    text, regions = _assemble(parts, opts)
     lengths = tuple(len(item) for item in inbox)
     return Encoding(text, regions, level, state, sessions, opts, lengths, items, frames, view)
 
@@ -316,14 +316,16 @@ def _check(opts: EncodeOptions) -> None:
             raise InputError(f"the authority of {tool} must be allow, ask or deny, not {policy!r}")
 
 
-def _assemble(parts: list[tuple[str, str]]) -> tuple[str, tuple[Region, ...]]:
-    """The encoding's text (the regions in the order given) and where each region lies."""
+def _assemble(parts: list[tuple[str, str]], opts: EncodeOptions) -> tuple[str, tuple[Region, ...]]:
+    """The encoding's text (the regions in the order given) and where each region lies, with
+    its tokens counted as the whole request's are (exact, calibrated or estimated)."""
     pieces: list[str] = ["(context-encoding\n"]
     regions: list[Region] = []
     offset = len(pieces[0])
     for index, (name, text) in enumerate(parts):
         size = len(text.encode())
-        regions.append(Region(name, offset, offset + size, estimate_tokens(text)))
+        tokens = count([text], opts.calibration, opts.counter).tokens
+        regions.append(Region(name, offset, offset + size, tokens))
         separator = "\n" if index < len(parts) - 1 else ")\n"
         pieces.extend((text, separator))
         offset += size + len(separator)

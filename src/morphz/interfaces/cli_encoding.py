@@ -60,9 +60,10 @@ def encoding_command(
 ) -> None:
     """Print the Context Encoding a model request on CTX would see.
 
-    Text: the encoding itself. JSON: its text, each region's byte range and token estimate, the
-    context pressure, the session working set, and where a request sending it is cut into
-    blocks and marked for a provider's prompt cache."""
+    Text: the encoding itself. JSON: its text, each region's byte range and tokens (counted as
+    the total is: exact, calibrated or estimated), the context pressure, the session working
+    set, and where a request sending it is cut into blocks and marked for a provider's prompt
+    cache."""
     local_time = datetime.now().astimezone().isoformat(timespec="seconds")
     with open_context(db_path, context_id) as ctx:
         limits = ctx.budget()
