@@ -128,7 +128,7 @@ def test_encode_with_the_counter_reports_an_exact_figure(
     draft = [exact.region(r.name).replace(figures, "(pressure )") for r in exact.regions]
     assert exact.tokens == sum(counter(part) for part in draft) + PRESSURE_SLACK
     assert exact.tokens != estimated.tokens
-    # each region is counted as the whole is, so the regions add up to the figure
+    # each region is counted as the whole is (the figure adds the slack and what lies between)
     assert [r.tokens for r in exact.regions] == [
         counter(exact.region(r.name)) for r in exact.regions
     ]
