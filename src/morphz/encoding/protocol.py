@@ -84,7 +84,8 @@ traverse from a frame through its sources and relations (ancestors, descendants 
 to 4). Results arrive as a new recall_result observation; they enter your mind only when you
 derive from them.")
  (capacity "The kernel shows context pressure: normal, notice, warning or critical, with the
-estimated tokens of this request and the budget. Keep room: derive conclusions from processed
+tokens of this request (figure: estimated, calibrated from the provider's reports, or exact)
+and the budget. Keep room: derive conclusions from processed
 observations and retire them; revise frames instead of adding near-copies; retire frames you no
 longer need in view. At critical pressure you are in maintenance: only context_tx and recall are
 offered until a commit brings pressure down.")
