@@ -13,6 +13,7 @@ import importlib
 import itertools
 import json
 import re
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,47 @@ def test_an_encoding_file_that_cannot_be_fetched_means_the_estimate(
     assert exact_counter("openai:gpt-4.1") is None
     assert exact_counter("openai:gpt-4.1") is None
     assert asked == ["gpt-4.1"]
+
+
+def test_an_encoding_that_does_not_arrive_in_time_means_the_estimate(
+    tiny_tiktoken: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tiktoken fetches without a timeout; on a network that drops packets the first use would
+    hang. The answer after ``wait`` seconds is None, for the rest of the process, while the
+    fetch goes on in the background."""
+    asked: list[str] = []
+    release = threading.Event()
+
+    def hanging(name: str) -> Any:
+        asked.append(name)
+        release.wait()
+        return tiny_tiktoken
+
+    import tiktoken
+
+    monkeypatch.setattr(tiktoken, "encoding_for_model", hanging)
+    late = threading.Timer(5.0, release.set)  # a counter that waited for it fails, not hangs
+    late.start()
+    try:
+        assert exact_counter("openai:gpt-4o", wait=0.01) is None
+        assert exact_counter("openai:gpt-4o", wait=0.01) is None
+        assert asked == ["gpt-4o"]
+    finally:
+        release.set()
+        late.cancel()
+
+
+def test_an_unexpected_tiktoken_error_reaches_the_caller(
+    tiny_tiktoken: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(name: str) -> Any:
+        raise RuntimeError(f"tiktoken broke on {name}")
+
+    import tiktoken
+
+    monkeypatch.setattr(tiktoken, "encoding_for_model", broken)
+    with pytest.raises(RuntimeError, match="tiktoken broke on gpt-4o"):
+        exact_counter("openai:gpt-4o")
 
 
 def _populate(ctx: morphz.Context) -> None:

@@ -73,31 +73,51 @@ class Calibration:
 Counter = Callable[[str], int]
 
 
-def exact_counter(model: str) -> Counter | None:
+RESOLVE_SECONDS = 10.0  # how long the first use of a model waits for tiktoken's encoding
+
+
+def exact_counter(model: str, wait: float = RESOLVE_SECONDS) -> Counter | None:
     """An exact tokenizer for ``model`` when ``tiktoken`` is installed and knows the model; None
     otherwise, and the estimate is used. ``model`` is a model spec (``openai:gpt-4o``) or a bare
     OpenAI model name; another provider's spec (``anthropic:...``, ``scripted:...``) gets None,
     since tiktoken's encodings are OpenAI's. Resolved once per model and process: tiktoken reads
-    the encoding from its cache and fetches it once when absent; when that fails (offline), or
-    the name is unknown to tiktoken (a local model behind an OpenAI-compatible server), the
-    answer is None for the rest of the process. Special-token text such as ``<|endoftext|>`` in
-    an observation is counted as ordinary text."""
+    the encoding from its cache and fetches it once when absent; when that fails (offline), when
+    it has not answered within ``wait`` seconds (tiktoken fetches without a timeout, and a
+    network that drops packets would hold the first request for minutes: the fetch goes on in
+    the background and fills tiktoken's cache for the next process), or when the name is unknown
+    to tiktoken (a local model behind an OpenAI-compatible server), the answer is None for the
+    rest of the process. Special-token text such as ``<|endoftext|>`` in an observation is
+    counted as ordinary text."""
     provider, colon, name = model.partition(":")
     if colon and provider != "openai":
         return None
-    return _tiktoken_counter(name if colon else model)
+    return _tiktoken_counter(name if colon else model, wait)
 
 
 @functools.lru_cache(maxsize=64)
-def _tiktoken_counter(name: str) -> Counter | None:
+def _tiktoken_counter(name: str, wait: float) -> Counter | None:
     try:
         import tiktoken  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return None
-    try:
-        encoding = tiktoken.encoding_for_model(name)
-    except (KeyError, ValueError, OSError):  # unknown model, or its file cannot be had
+    outcome: list[Any] = []
+
+    def resolve() -> None:
+        try:
+            outcome.append(tiktoken.encoding_for_model(name))
+        except (KeyError, ValueError, OSError):  # unknown model, or its file cannot be had
+            outcome.append(None)
+        except BaseException as exc:  # anything else is the caller's to see
+            outcome.append(exc)
+
+    worker = threading.Thread(target=resolve, name=f"tiktoken encoding of {name}", daemon=True)
+    worker.start()
+    worker.join(wait)
+    if not outcome or outcome[0] is None:
         return None
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    encoding = outcome[0]
     cuts = getattr(encoding, "_pat_str", None) in SPLITTABLE_PATTERNS
     return PieceCounter(encoding.encode_ordinary, cuts)
 
