@@ -32,7 +32,9 @@ from morphz.encoding.tokens import (
     SPLITTABLE_PATTERNS,
     Calibration,
     PieceCounter,
+    _tiktoken_counter,
     exact_counter,
+    pieces,
 )
 from morphz.errors import InputError
 from morphz.interfaces.cli import main
@@ -365,11 +367,17 @@ def test_what_it_remembers_is_bounded(tiny_tiktoken: Any) -> None:
     assert counter("x" * 100) == len(tiny_tiktoken.encode_ordinary("x" * 100))  # too big to keep
 
 
-def test_an_unknown_pattern_is_counted_whole(tiny_tiktoken: Any) -> None:
-    other = TIKTOKEN.Encoding("other", pat_str=r"\s?[A-Za-z]+|\s?\d+|\s?[^\sA-Za-z\d]+|\s+",
+def test_an_unknown_pattern_is_counted_whole(
+    tiny_tiktoken: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    known = exact_counter("openai:gpt-4o")
+    assert isinstance(known, PieceCounter) and known.cuts  # o200k's pattern: cut into lines
+    other = TIKTOKEN.Encoding("o200k_base", pat_str=r"\s?[A-Za-z]+|\s?\d+|\s?[^\sA-Za-z\d]+|\s+",
                               mergeable_ranks=_rich_ranks(), special_tokens={})  # fmt: skip
-    calls = _Calls(other.encode_ordinary)
-    counter = PieceCounter(calls, cuts=False)
-    text = "(a)\n (B)\n(1)\n"
-    assert counter(text) == len(other.encode_ordinary(text))
-    assert calls.texts == [text]
+    monkeypatch.setitem(TIKTOKEN.registry.ENCODINGS, "o200k_base", other)
+    _tiktoken_counter.cache_clear()
+    counter = exact_counter("openai:gpt-4o")
+    assert isinstance(counter, PieceCounter) and not counter.cuts
+    text = "(a)\n (B)\n(1)\n"  # cut into lines, this pattern's count would be one too many
+    assert sum(len(other.encode_ordinary(p)) for p in pieces(text)) == 12
+    assert counter(text) == len(other.encode_ordinary(text)) == 11
