@@ -412,7 +412,8 @@ def bench_prefix(
         compile_ns.append(time.perf_counter_ns() - start)
         state["level"], peak = encoding.pressure.level, max(peak, encoding.tokens)
         before, rebuilds, delta_before = plain.reused, delta.rebuilds, with_delta.reused
-        plain.add(f"{schemas}\n{encoding.text}")
+        plain_request = f"{schemas}\n{encoding.text}"
+        plain.add(plain_request)
         start = time.perf_counter_ns()
         text = delta.next(encoding)
         delta_ns.append(time.perf_counter_ns() - start)
@@ -420,7 +421,7 @@ def bench_prefix(
         if on_request is not None:
             on_request(encoding, text)
         with_delta.add(request)
-        caches.add("plain", f"{schemas}\n{encoding.text}", layouts.next(encoding))
+        caches.add("plain", plain_request, layouts.next(encoding))
         caches.add("delta", request, delta.layout)
         if step:
             new = [o for o in encoding.state.observations if o.seq not in seen]

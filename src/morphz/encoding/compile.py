@@ -18,7 +18,7 @@ from morphz.checks import check_id
 from morphz.encoding import render
 from morphz.encoding.protocol import PROTOCOL
 from morphz.encoding.sessions import SessionPlan, horizon, plan_sessions
-from morphz.encoding.tokens import Calibration, Counter, count
+from morphz.encoding.tokens import Calibration, Counter, count, figure, part_tokens
 from morphz.encoding.view import View, stored_view
 from morphz.errors import InputError, ParseError
 from morphz.ids import make_ref
@@ -276,14 +276,17 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
         tail.append(("cognitive-capabilities", _capabilities(opts.capabilities)))
     environment = render.region("evaluation-environment", items["evaluation-environment"])
     tail.extend([("evaluation-environment", environment), ("evaluate", "(evaluate)")])
-    draft = [text for _, text in parts] + [render.region("kernel", _kernel(r, opts, running, ""))]
-    draft += [text for _, text in tail]
-    measured = count([*draft, *opts.extra_parts], opts.calibration, opts.counter)
+    # every region is counted once: the kernel twice, before and after its pressure figures
+    sizes = {name: part_tokens(text, opts.counter) for name, text in (*parts, *tail)}
+    draft = part_tokens(render.region("kernel", _kernel(r, opts, running, "")), opts.counter)
+    extra = sum(part_tokens(p, opts.counter) for p in opts.extra_parts)
+    measured = figure(sum(sizes.values()) + draft + extra, opts.calibration, opts.counter)
     level = pressure(measured.tokens + PRESSURE_SLACK, measured.kind, budget)
     items["kernel"] = _kernel(r, opts, running, pressure_figures(level))
     parts.append(("kernel", render.region("kernel", items["kernel"])))
+    sizes["kernel"] = part_tokens(parts[-1][1], opts.counter)
     parts.extend(tail)
-    text, regions = _assemble(parts, opts)
+    text, regions = _assemble(parts, sizes, opts)
     lengths = tuple(len(item) for item in inbox)
     return Encoding(text, regions, level, state, sessions, opts, lengths, items, frames, view)
 
@@ -316,15 +319,18 @@ def _check(opts: EncodeOptions) -> None:
             raise InputError(f"the authority of {tool} must be allow, ask or deny, not {policy!r}")
 
 
-def _assemble(parts: list[tuple[str, str]], opts: EncodeOptions) -> tuple[str, tuple[Region, ...]]:
+def _assemble(
+    parts: list[tuple[str, str]], sizes: Mapping[str, int], opts: EncodeOptions
+) -> tuple[str, tuple[Region, ...]]:
     """The encoding's text (the regions in the order given) and where each region lies, with
-    its tokens counted as the whole request's are (exact, calibrated or estimated)."""
+    its tokens (``sizes``: :func:`part_tokens` of each) as the whole request's figure is
+    (exact, calibrated or estimated)."""
     pieces: list[str] = ["(context-encoding\n"]
     regions: list[Region] = []
     offset = len(pieces[0])
     for index, (name, text) in enumerate(parts):
         size = len(text.encode())
-        tokens = count([text], opts.calibration, opts.counter).tokens
+        tokens = figure(sizes[name], opts.calibration, opts.counter).tokens
         regions.append(Region(name, offset, offset + size, tokens))
         separator = "\n" if index < len(parts) - 1 else ")\n"
         pieces.extend((text, separator))

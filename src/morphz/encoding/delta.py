@@ -181,7 +181,7 @@ def _changes(encoding: Encoding, sent: DeltaState, now: DeltaState) -> list[str]
             lines.append(f"(updated {text})")
     added = sorted(set(state.relations) - sent.relations)
     if added:
-        lines.append("(related" + "".join(f" ({s} {r} {o})" for s, r, o in added) + ")")
+        lines.append(render.relations(added, "related"))
     new_checkpoints = [c for c in state.checkpoints if c not in sent.checkpoints]
     if new_checkpoints:
         lines.append(render.names("checkpointed", new_checkpoints))
@@ -198,7 +198,7 @@ def _removals(sent: DeltaState, now: DeltaState, relations: set[tuple[str, str, 
         lines.append(f"(retired {' '.join(gone)})")
     removed = sorted(sent.relations - relations)
     if removed:
-        lines.append("(unrelated" + "".join(f" ({s} {r} {o})" for s, r, o in removed) + ")")
+        lines.append(render.relations(removed, "unrelated"))
     dropped = [c for c in sent.checkpoints if c not in now.checkpoints]
     if dropped:
         lines.append(render.names("dropped-checkpoints", dropped))

@@ -68,8 +68,9 @@ def frame(f: Frame, clock: int) -> str:
     return " ".join(parts)
 
 
-def relations(edges: Sequence[Edge]) -> str:
-    return "(relations" + "".join(f" ({s} {r} {o})" for s, r, o in edges) + ")"
+def relations(edges: Sequence[Edge], head: str = "relations") -> str:
+    """``(head (S RELATION O) ...)``: the mind's relations, or an increment's edges."""
+    return f"({head}" + "".join(f" ({s} {r} {o})" for s, r, o in edges) + ")"
 
 
 def names(head: str, items: Sequence[str]) -> str:

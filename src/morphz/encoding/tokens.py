@@ -215,9 +215,21 @@ def count(
     parts: Sequence[str], calibration: Calibration | None = None, counter: Counter | None = None
 ) -> TokenCount:
     """Tokens of a whole request: exact when a counter is given, else the (calibrated) estimate."""
+    return figure(sum(part_tokens(p, counter) for p in parts), calibration, counter)
+
+
+def part_tokens(text: str, counter: Counter | None = None) -> int:
+    """One part's tokens before any calibration: exact with ``counter``, else the estimate."""
+    return counter(text) if counter is not None else estimate_tokens(text)
+
+
+def figure(
+    tokens: int, calibration: Calibration | None = None, counter: Counter | None = None
+) -> TokenCount:
+    """The figure for parts whose :func:`part_tokens` add up to ``tokens``: exact when they were
+    counted, else the estimate, calibrated when the calibration has samples."""
     if counter is not None:
-        return TokenCount(sum(counter(p) for p in parts), "exact")
-    estimate = sum(estimate_tokens(p) for p in parts)
+        return TokenCount(tokens, "exact")
     if calibration is not None and calibration.samples:
-        return TokenCount(calibration.apply(estimate), "calibrated")
-    return TokenCount(estimate, "estimated")
+        return TokenCount(calibration.apply(tokens), "calibrated")
+    return TokenCount(tokens, "estimated")

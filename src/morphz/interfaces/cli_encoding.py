@@ -110,8 +110,11 @@ def budget_command(
     hard = min(limit, window - output reserve); critical from hard - reserve."""
     with open_context(db_path, context_id) as ctx:
         current = ctx.budget()
-        given = {"window": window, "output_reserve": output_reserve, "configured": limit}
-        changed = _with(current.to_dict(), given | {"reserve": reserve})
+        changed = _with(
+            current.to_dict(),
+            {"window": window, "output_reserve": output_reserve, "configured": limit,
+             "reserve": reserve},
+        )  # fmt: skip
         if changed is not None:
             current = Budget.from_dict(changed)
             ctx.set_budget(current)
@@ -165,11 +168,11 @@ def view_command(
     overrides them."""
     with open_context(db_path, context_id) as ctx:
         current = ctx.view()
-        given = {"preview_threshold": preview_threshold, "session_hours": session_hours}
         changed = _with(
             current.to_dict(),
-            given | {"session_count": session_count, "session_tokens": session_tokens},
-        )
+            {"preview_threshold": preview_threshold, "session_hours": session_hours,
+             "session_count": session_count, "session_tokens": session_tokens},
+        )  # fmt: skip
         if changed is not None:
             current = View.from_dict(changed)
             ctx.set_view(current)

@@ -39,6 +39,7 @@ from typing import Any
 
 from morphz.capacity import Budget
 from morphz.errors import InputError
+from morphz.runtime.models.anthropic_messages import PROMPT_CACHE
 from morphz.runtime.models.base import Model
 from morphz.runtime.tools.base import POLICIES, Policy
 
@@ -121,7 +122,7 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         if policy not in POLICIES:
             raise InputError(f"policy for {tool} must be allow, ask or deny, not {policy!r}")
         policies[str(tool)] = policy
-    anthropic = _anthropic(data.get("anthropic", {}))
+    anthropic = _anthropic(data)
     openai = _table(data, "openai", 'base_url = "http://localhost:11434/v1"')
     profile = _profile_path(data.get("profile"))
     return Settings(
@@ -132,7 +133,7 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         policies=policies,
         openai_base_url=openai.get("base_url") or env.get("OPENAI_BASE_URL"),
         anthropic_base_url=anthropic.get("base_url"),
-        anthropic_prompt_cache=anthropic.get("prompt_cache", "5m"),
+        anthropic_prompt_cache=anthropic.get("prompt_cache", PROMPT_CACHE[0]),
         exact_tokens=_one_of(data, "tokenizer", ("auto", "estimate")) == "auto",
         profile=read_profile(profile) if profile is not None else None,
         profile_path=profile,
@@ -199,18 +200,20 @@ def read_profile(path: Path) -> str:
     return text
 
 
-def _anthropic(section: Any) -> dict[str, str]:
+def _anthropic(data: dict[str, Any]) -> dict[str, str]:
     """The ``[anthropic]`` table: ``base_url`` and ``prompt_cache`` (5m, 1h or off)."""
-    if not isinstance(section, dict):
-        raise InputError('[anthropic] must be a table, e.g. prompt_cache = "1h"')
+    section = _table(data, "anthropic", 'prompt_cache = "1h"')
     unknown = set(section) - {"base_url", "prompt_cache"}
     if unknown:
         raise InputError(
             f"unknown keys {sorted(unknown)} in [anthropic]: use base_url, prompt_cache"
         )
-    cache = section.get("prompt_cache", "5m")
-    if cache not in ("5m", "1h", "off"):
-        raise InputError(f"[anthropic] prompt_cache must be 5m, 1h or off, not {cache!r}")
+    cache = section.get("prompt_cache", PROMPT_CACHE[0])
+    if cache not in PROMPT_CACHE:
+        raise InputError(
+            f"[anthropic] prompt_cache must be {', '.join(PROMPT_CACHE[:-1])} or "
+            f"{PROMPT_CACHE[-1]}, not {cache!r}"
+        )
     return {str(k): str(v) for k, v in section.items()}
 
 

@@ -197,17 +197,11 @@ class SqliteRecall:
         ``max_seq``: a rowid range holding every event of the window (and others, when event
         times do not grow with seq). None when the window holds more than
         :data:`WINDOW_SCAN_CAP` events: the scan would cost more than it saves."""
-        sql = "SELECT seq FROM events INDEXED BY events_time WHERE context_id = ?"
-        params: list[object] = [self.cid]
-        if filters.since_us is not None:
-            sql += " AND time_us >= ?"
-            params.append(filters.since_us)
-        if filters.until_us is not None:
-            sql += " AND time_us < ?"
-            params.append(filters.until_us)
+        window, params = _time_range("time_us", filters)
+        sql = f"SELECT seq FROM events INDEXED BY events_time WHERE context_id = ?{window}"
         count, low, high = self.conn.execute(
             f"SELECT count(*), min(seq), max(seq) FROM ({sql} LIMIT ?)",
-            (*params, WINDOW_SCAN_CAP + 1),
+            (self.cid, *params, WINDOW_SCAN_CAP + 1),
         ).fetchone()
         if count > WINDOW_SCAN_CAP:
             return None
@@ -396,6 +390,20 @@ def _window_sql(
     time: str, ident: str, lifecycle: str, filters: Filters, after: tuple[int, int] | None
 ) -> tuple[str, list[object]]:
     """The time range, keyset continuation and lifecycle conditions of a chronological page."""
+    sql, params = _time_range(time, filters)
+    if after is not None:
+        sql += f" AND ({time} > ? OR ({time} = ? AND {ident} > ?))"
+        params.extend((after[0], after[0], after[1]))
+    if filters.lifecycles is not None:
+        lives = sorted(filters.lifecycles)
+        sql += f" AND {lifecycle} IN ({','.join('?' * len(lives))})"
+        params.extend(lives)
+    return sql, params
+
+
+def _time_range(time: str, filters: Filters) -> tuple[str, list[object]]:
+    """The conditions (`` AND ...``) that keep ``time`` (a microseconds column or expression)
+    inside the filters' window: ``since`` inclusive, ``until`` exclusive."""
     sql = ""
     params: list[object] = []
     if filters.since_us is not None:
@@ -404,13 +412,6 @@ def _window_sql(
     if filters.until_us is not None:
         sql += f" AND {time} < ?"
         params.append(filters.until_us)
-    if after is not None:
-        sql += f" AND ({time} > ? OR ({time} = ? AND {ident} > ?))"
-        params.extend((after[0], after[0], after[1]))
-    if filters.lifecycles is not None:
-        lives = sorted(filters.lifecycles)
-        sql += f" AND {lifecycle} IN ({','.join('?' * len(lives))})"
-        params.extend(lives)
     return sql, params
 
 
@@ -429,12 +430,9 @@ def _filter_sql(filters: Filters) -> tuple[str, list[object]]:
         kinds = sorted(filters.event_kinds)
         where += f" AND (f.rowid < 0 OR e.kind IN ({','.join('?' * len(kinds))}))"
         params.extend(kinds)
-    if filters.since_us is not None:
-        where += " AND coalesce(e.time_us, rf.time_us) >= ?"
-        params.append(filters.since_us)
-    if filters.until_us is not None:
-        where += " AND coalesce(e.time_us, rf.time_us) < ?"
-        params.append(filters.until_us)
+    window, window_params = _time_range("coalesce(e.time_us, rf.time_us)", filters)
+    where += window
+    params.extend(window_params)
     if filters.lifecycles is not None:
         lives = sorted(filters.lifecycles)
         where += (

@@ -57,7 +57,8 @@ if TYPE_CHECKING:
 
 AUTH_HINT = "ANTHROPIC_API_KEY or [anthropic] base_url in morphz.toml"
 PROVIDER = "Anthropic"
-PROMPT_CACHE = ("5m", "1h", "off")  # the cache lifetime of the marks, or no marks
+# the cache lifetime of the marks (the first is the default), or no marks
+PROMPT_CACHE = ("5m", "1h", "off")
 MAX_MARKS = 4  # the API's limit of cache_control breakpoints per request
 
 
