@@ -399,7 +399,7 @@ def bench_prefix(
     caches, layouts = CacheMeters(len(schemas) + 1), PlainLayouts()
     compile_ns, delta_ns, static, fresh, seen, kind = [], [], 0, 0, set(), "first"
     lost: Counter[str] = Counter()  # bytes not reused, by where and after which agent turn
-    peak, retirements = 0, 0
+    peak, peak_sent, retirements = 0, 0, 0
     for step in range(STEPS):
         options = EncodeOptions(
             session=SESSION, activation=activation, model="bench-model",
@@ -417,6 +417,8 @@ def bench_prefix(
         start = time.perf_counter_ns()
         text = delta.next(encoding)
         delta_ns.append(time.perf_counter_ns() - start)
+        assert delta.pressure is not None
+        peak_sent = max(peak_sent, delta.pressure.tokens)
         request = f"{schemas}\n{text}"
         if on_request is not None:
             on_request(encoding, text)
@@ -467,6 +469,7 @@ def bench_prefix(
         "delta_request_ms_p50_p95": [pct(delta_ns, 0.5), pct(delta_ns, 0.95)],
         "retirement_batches": retirements,
         "peak_tokens": peak,
+        "peak_tokens_with_delta": peak_sent,  # below critical: DeltaEncoder re-seeds before it
         "last_tokens_and_pressure": [encoding.tokens, encoding.pressure.level],
         "active_at_end": {"frames": len(encoding.state.frames)}
         | {"observations": len(encoding.state.observations)},

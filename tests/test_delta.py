@@ -4,6 +4,7 @@ when something already sent changed; and the prefix-reuse meter."""
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 import morphz
 from histories import STEP, Clock, History
+from morphz.capacity import Budget
 from morphz.encoding import DeltaEncoder, EncodeOptions, Encoding, PrefixMeter, common_prefix
 from morphz.encoding.compile import PRESSURE_SLACK, pressure_figures
 from morphz.encoding.tokens import count
@@ -162,6 +164,46 @@ def test_retiring_an_observation_sent_in_an_increment_with_a_seed_one_rebuilds(
     fourth = encoder.next(ctx.encode(OPTS))
     increment(third, fourth)  # increments continue from the new seed
     assert (encoder.rebuilds, encoder.increments) == (2, 2)
+
+
+def _critical_between(low: int, high: int) -> EncodeOptions:
+    """Options whose budget puts the critical level halfway between ``low`` and ``high`` tokens."""
+    reserve = 500
+    configured = (low + high) // 2 + reserve
+    budget = Budget(window=64_000, output_reserve=0, configured=configured, reserve=reserve)
+    return replace(OPTS, budget=budget)
+
+
+def test_an_increment_that_would_reach_critical_pressure_starts_a_new_seed(
+    ctx: morphz.Context,
+) -> None:
+    """An increment keeps what it brought after it leaves the view, so the request outgrows the
+    fresh encoding: where the next increment would make it critical, the fresh encoding is sent
+    as a new seed instead. With the critical level above the request, the same step is an
+    increment."""
+    for critical_between_them in (False, True):
+        ctx = ctx.db.context(f"critical-{critical_between_them}", create=True)
+        encoder, first = seeded(ctx)
+        ctx.observe("tool_result", "a long listing line\n" * 300)
+        second = encoder.next(ctx.encode(OPTS))
+        increment(first, second)
+        tx(ctx, "(derive listing (from @e4) (lines 300)) (retire @e4)", reason="read it")
+        fresh = ctx.encode(OPTS)
+        assert encoder.pressure is not None
+        sent = encoder.pressure.tokens
+        assert sent - fresh.tokens > 1_000  # the listing is still in the request
+        high = sent + 2_000 if not critical_between_them else sent
+        opts = _critical_between(fresh.tokens, high)
+        fresh = ctx.encode(opts)
+        assert fresh.pressure.level != "critical"
+        third = encoder.next(fresh)
+        if critical_between_them:
+            assert third == fresh.text
+            assert (encoder.rebuilds, encoder.increments) == (2, 1)
+        else:
+            increment(second, third)
+            assert (encoder.rebuilds, encoder.increments) == (1, 2)
+        assert encoder.pressure is not None and encoder.pressure.level != "critical"
 
 
 def test_revising_a_seed_frame_rebuilds(ctx: morphz.Context) -> None:

@@ -19,6 +19,10 @@ state (they append new frames at its end): moving a frame an increment brought, 
 comes back, restored or placed, before frames already sent, or an observation restored before
 observations already sent. And so does a new preview threshold
 (the context's view), which renders the inbox anew.
+
+Increments keep what they brought even after it left the view, so the request grows faster than
+the fresh encoding; an increment that would bring the request to critical pressure (the budget's
+level, increments included) is not sent, and the fresh encoding becomes the new seed.
 """
 
 from __future__ import annotations
@@ -109,15 +113,7 @@ class DeltaEncoder:
             or self._touches_seed(encoding.state)
             or encoding.view.preview_threshold != self._threshold  # the inbox renders anew
         ):
-            layout = encoding_layout(encoding, seed=True)
-            if self.text is not None and self._seed_layout is not None:
-                layout = layout.anchored(encoding.text, self.text, self.layout.marks)
-            self.text, self.pressure = encoding.text, encoding.pressure
-            self.sent = self.seed = _snapshot(encoding)
-            self._threshold = encoding.view.preview_threshold
-            self._seed_layout, self._cuts = layout, []
-            self.rebuilds += 1
-            return self.text
+            return self._reseed(encoding)
         now = _snapshot(encoding)
         changes = _changes(encoding, self.sent, now)
         # the kernel states the pressure of the request sent, increments included: measured
@@ -126,12 +122,27 @@ class DeltaEncoder:
         framing = self.message_tokens * (len(self._cuts) + 1)  # this increment's included
         sent = sent_pressure(encoding, self.text + _increment(changes, self.sent, now), framing)
         now.items["kernel"]["pressure"] = f"(pressure {pressure_figures(sent)})"
+        if sent.level == "critical":  # the increments would crowd the window: start again
+            return self._reseed(encoding)
         increment = _increment(changes, self.sent, now)
         self.pressure = sent
         self._cuts.append(len(self.text))
         self.text += increment
         self.sent = now
         self.increments += 1
+        return self.text
+
+    def _reseed(self, encoding: Encoding) -> str:
+        """Start the request again from ``encoding`` (its cache marks anchored to where the
+        previous request's bytes still match)."""
+        layout = encoding_layout(encoding, seed=True)
+        if self.text is not None and self._seed_layout is not None:
+            layout = layout.anchored(encoding.text, self.text, self.layout.marks)
+        self.text, self.pressure = encoding.text, encoding.pressure
+        self.sent = self.seed = _snapshot(encoding)
+        self._threshold = encoding.view.preview_threshold
+        self._seed_layout, self._cuts = layout, []
+        self.rebuilds += 1
         return self.text
 
     def _touches_seed(self, state: ActiveState) -> bool:

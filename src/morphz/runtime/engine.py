@@ -345,11 +345,7 @@ class _Run:
             self._delta = self._new_delta()
         self._shape = shape
         before = self._delta.increments
-        text = self._delta.next(encoding)
-        pressure = self._delta.pressure  # of the request, increments included
-        if self._delta.increments > before and pressure and pressure.level == "critical":
-            self._delta = self._new_delta()
-            text = self._delta.next(encoding)
+        text = self._delta.next(encoding)  # a new seed where an increment would be critical
         self._increment_sent = self._delta.increments > before
         layout = self._delta.layout
         return text, layout if self.e.config.delta_messages else replace(layout, turns=())
