@@ -7,6 +7,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -166,23 +167,31 @@ def test_retiring_an_observation_sent_in_an_increment_with_a_seed_one_rebuilds(
     assert (encoder.rebuilds, encoder.increments) == (2, 2)
 
 
-def _critical_between(low: int, high: int) -> EncodeOptions:
-    """Options whose budget puts the critical level halfway between ``low`` and ``high`` tokens."""
-    reserve = 500
-    configured = (low + high) // 2 + reserve
-    budget = Budget(window=64_000, output_reserve=0, configured=configured, reserve=reserve)
+def _level_between(level: str, low: int, high: int) -> EncodeOptions:
+    """Options whose budget puts ``level`` (notice or critical) halfway between ``low`` and
+    ``high`` tokens."""
+    middle, reserve = (low + high) // 2, 500
+    if level == "critical":
+        budget = Budget(  # notice and warning too near critical to come between them
+            window=64_000, output_reserve=0, configured=middle + reserve, reserve=reserve,
+            notice_ratio=0.98, warning_ratio=0.99,
+        )  # fmt: skip
+    else:
+        budget = Budget(window=64_000, output_reserve=0, notice_ratio=(middle + 0.5) / 64_000)
+    assert getattr(budget, level) == middle
     return replace(OPTS, budget=budget)
 
 
-def test_an_increment_that_would_reach_critical_pressure_starts_a_new_seed(
-    ctx: morphz.Context,
+@pytest.mark.parametrize("level", ["notice", "critical"])
+def test_an_increment_that_would_raise_the_pressure_level_starts_a_new_seed(
+    ctx: morphz.Context, level: str
 ) -> None:
     """An increment keeps what it brought after it leaves the view, so the request outgrows the
-    fresh encoding: where the next increment would make it critical, the fresh encoding is sent
-    as a new seed instead. With the critical level above the request, the same step is an
-    increment."""
-    for critical_between_them in (False, True):
-        ctx = ctx.db.context(f"critical-{critical_between_them}", create=True)
+    fresh encoding: where the next increment would put the request at a level the fresh
+    encoding is not at (notice, or critical), the fresh encoding is sent as a new seed instead.
+    With the level above the request, the same step is an increment."""
+    for level_between_them in (False, True):
+        ctx = ctx.db.context(f"{level}-{level_between_them}", create=True)
         encoder, first = seeded(ctx)
         ctx.observe("tool_result", "a long listing line\n" * 300)
         second = encoder.next(ctx.encode(OPTS))
@@ -192,18 +201,33 @@ def test_an_increment_that_would_reach_critical_pressure_starts_a_new_seed(
         assert encoder.pressure is not None
         sent = encoder.pressure.tokens
         assert sent - fresh.tokens > 1_000  # the listing is still in the request
-        high = sent + 2_000 if not critical_between_them else sent
-        opts = _critical_between(fresh.tokens, high)
-        fresh = ctx.encode(opts)
-        assert fresh.pressure.level != "critical"
+        high = sent if level_between_them else sent + 2_000
+        fresh = ctx.encode(_level_between(level, fresh.tokens, high))
+        assert fresh.pressure.level == "normal"
         third = encoder.next(fresh)
-        if critical_between_them:
+        if level_between_them:
             assert third == fresh.text
             assert (encoder.rebuilds, encoder.increments) == (2, 1)
         else:
             increment(second, third)
             assert (encoder.rebuilds, encoder.increments) == (1, 2)
-        assert encoder.pressure is not None and encoder.pressure.level != "critical"
+        assert encoder.pressure is not None and encoder.pressure.level == "normal"
+
+
+def test_at_critical_pressure_every_request_is_a_new_seed(ctx: morphz.Context) -> None:
+    """Increments on a request already at critical pressure would pile up past the hard limit:
+    while the fresh encoding is critical, each request is the fresh encoding."""
+    encoder, first = seeded(ctx)
+    tight = replace(OPTS, budget=Budget(window=2_000, output_reserve=0, reserve=500))
+    previous = first
+    for step in range(2):
+        ctx.observe("tool_result", f"result {step}")
+        fresh = ctx.encode(tight)
+        assert fresh.pressure.level == "critical"
+        request = encoder.next(fresh)
+        assert request == fresh.text and not request.startswith(previous)
+        previous = request
+    assert (encoder.rebuilds, encoder.increments) == (3, 0)
 
 
 def test_revising_a_seed_frame_rebuilds(ctx: morphz.Context) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from morphz.errors import InputError
 
 Level = Literal["normal", "notice", "warning", "critical"]
+LEVELS: tuple[Level, ...] = ("normal", "notice", "warning", "critical")  # in rising order
 
 
 @dataclass(frozen=True, slots=True)

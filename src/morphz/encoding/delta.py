@@ -21,15 +21,18 @@ observations already sent. And so does a new preview threshold
 (the context's view), which renders the inbox anew.
 
 Increments keep what they brought even after it left the view, so the request grows faster than
-the fresh encoding; an increment that would bring the request to critical pressure (the budget's
-level, increments included) is not sent, and the fresh encoding becomes the new seed.
+the fresh encoding. An increment that would put the request at a higher pressure level than the
+fresh encoding's is not sent, and the fresh encoding becomes the new seed; so is one that would
+bring the request to critical pressure. So the level the kernel states is always that of the
+current state, which the agent's maintenance changes (retiring what an increment brought lowers
+it at once), while its tokens are those of the request sent.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from morphz.capacity import Pressure
+from morphz.capacity import LEVELS, Pressure
 from morphz.encoding import render
 from morphz.encoding.blocks import CacheLayout, encoding_layout
 from morphz.encoding.compile import ActiveState, Encoding, pressure_figures, sent_pressure
@@ -122,7 +125,7 @@ class DeltaEncoder:
         framing = self.message_tokens * (len(self._cuts) + 1)  # this increment's included
         sent = sent_pressure(encoding, self.text + _increment(changes, self.sent, now), framing)
         now.items["kernel"]["pressure"] = f"(pressure {pressure_figures(sent)})"
-        if sent.level == "critical":  # the increments would crowd the window: start again
+        if sent.level == "critical" or _rank(sent) > _rank(encoding.pressure):
             return self._reseed(encoding)
         increment = _increment(changes, self.sent, now)
         self.pressure = sent
@@ -233,3 +236,7 @@ def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
     out = [text for key, text in after.items() if before.get(key) != text]
     out.extend(f"({key})" for key in before if key not in after)
     return out
+
+
+def _rank(pressure: Pressure) -> int:
+    return LEVELS.index(pressure.level)

@@ -17,10 +17,11 @@ previous step produced, protected observations, then the oldest that fit. When e
 fit, the activation fails with a recorded reason.
 
 With ``RuntimeConfig.delta`` (ContextDelta) each request of an activation is the previous one plus
-an increment; a new tool set, a batch, or an increment that would reach critical pressure starts a
-new seed. Every request carries its cache layout (:mod:`morphz.encoding.blocks`), with the
-increments' turns unless ``RuntimeConfig.delta_messages`` is off. Several activations may run
-at once (asyncio); the database work runs in threads and every commit meets the rebase rules.
+an increment; a new tool set, a batch, or an increment that would raise the pressure level above
+the fresh encoding's (or reach critical) starts a new seed. Every request carries its cache
+layout (:mod:`morphz.encoding.blocks`), with the increments' turns unless
+``RuntimeConfig.delta_messages`` is off. Several activations may run at once (asyncio); the
+database work runs in threads and every commit meets the rebase rules.
 """
 
 from __future__ import annotations
@@ -335,7 +336,7 @@ class _Run:
     def _text(self, encoding: Encoding) -> tuple[str, CacheLayout]:
         """What the model is sent, and its cache layout: the encoding, or with ContextDelta the
         previous request plus an increment. A new tool set or a batch starts a new seed, and so
-        does an increment that would bring the request sent to critical pressure."""
+        does an increment that would raise the pressure level (:class:`DeltaEncoder`)."""
         self._increment_sent = False
         if not self.e.config.delta:
             return encoding.text, self._layouts.next(encoding)
@@ -345,7 +346,7 @@ class _Run:
             self._delta = self._new_delta()
         self._shape = shape
         before = self._delta.increments
-        text = self._delta.next(encoding)  # a new seed where an increment would be critical
+        text = self._delta.next(encoding)
         self._increment_sent = self._delta.increments > before
         layout = self._delta.layout
         return text, layout if self.e.config.delta_messages else replace(layout, turns=())
