@@ -35,7 +35,9 @@ from morphz.encoding.blocks import CacheLayout, PlainLayouts
 from morphz.encoding.prefix import BlockCacheMeter
 
 FULL = {"histories": [1_000, 1_000_000], "active": [50, 500, 5_000], "samples": 200, "warmup": 10}
-QUICK = {**FULL, "histories": [1_000, 100_000], "samples": 40, "warmup": 5}
+FULL |= {"sessions": [10, 10_000]}
+QUICK = {**FULL, "histories": [1_000, 100_000], "samples": 40, "warmup": 5, "sessions": [10, 2_000]}
+RECENT_SESSIONS = 10  # of the sessions cell's others, the ones inside the 24-hour window
 RETIRE_BATCH = 5_000  # observations per history chunk, all retired by one transaction
 FRAMES_PER_TX = 50  # superseded frames per history chunk (one relation each)
 STEPS = 300
@@ -250,6 +252,64 @@ def bench_compile(tmp: Path, cfg: dict[str, Any]) -> tuple[list[dict[str, Any]],
         raw_grow = p50["raw", large] / p50["raw", small]
         metric = f"compile_p50_growth_{items}_active_{large}_vs_{small}_events"
         results.append(entry(metric, grow, "x", raw_grow, target="<= 1.2", met=grow <= 1.2))
+    return results, details
+
+
+def add_sessions(ctx: morphz.Context, clock: Clock, others: int) -> None:
+    """``others`` sessions besides the mind's: one observation each, all retired at once;
+    RECENT_SESSIONS of them last active inside the directory's 24-hour window, the rest days
+    before it (the sessions a long-lived context accumulates)."""
+    refs = []
+    for index in range(others):
+        recent = index >= others - RECENT_SESSIONS
+        clock.now = T0 - (timedelta(hours=index % 20) if recent else timedelta(days=3 + index))
+        refs.append(ctx.observe("user_message", f"hello {index}", session=f"s{index:05d}").ref)
+    clock.now = T0 - timedelta(minutes=5)
+    for first in range(0, len(refs), RETIRE_BATCH):
+        commit(ctx, [f"(retire {' '.join(refs[first : first + RETIRE_BATCH])})"], "read")
+
+
+def bench_sessions(tmp: Path, cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Compile time for the 50-item mind of (a) in a context with few and with many sessions:
+    the session directory shows a working set, so the sessions outside it must not matter."""
+    runs: dict[str, Callable[[], object]] = {}
+    closers: list[Callable[[], None]] = []
+    details: dict[str, Any] = {}
+    for count in cfg["sessions"]:
+        log(f"(c) a 50-item mind among {count:,} other sessions")
+        path, clock = tmp / f"sessions-{count}.db", Clock(T0)
+        start = time.perf_counter()
+        with morphz.open(path, now=clock) as db:
+            ctx = db.context(CONTEXT, create=True)
+            add_sessions(ctx, clock, count)
+            add_active(ctx, 50)
+        db = morphz.open(path, now=clock)
+        ctx = db.context(CONTEXT)
+        statements = traced_sql(db, ctx)
+        raw = sqlite3.connect(path, isolation_level=None)
+        runs[f"compile {count}"] = lambda c=ctx: c.encode(OPTIONS)
+        runs[f"raw {count}"] = lambda r=raw, s=statements: [r.execute(x).fetchall() for x in s]
+        closers += [db.close, raw.close]
+        plan = ctx.encode(OPTIONS).sessions.to_dict()
+        details[f"sessions_{count}"] = {
+            "build_s": round(time.perf_counter() - start, 2), "events": ctx.status().last_seq,
+            "shown": len(plan["shown"]), "excluded": plan["excluded"],
+        }  # fmt: skip
+    log(f"(c) timing up to {cfg['samples']} compiles per cell, interleaved with the raw SQL")
+    timed = interleave(runs, cfg)
+    for close in closers:
+        close()
+    few, many = cfg["sessions"]
+    p50 = {k: pct(timed[k], 0.5) for k in timed}
+    results = [
+        entry(f"compile_p50_50_active_{n}_sessions", p50[f"compile {n}"], "ms", p50[f"raw {n}"])
+        | {"p95": pct(timed[f"compile {n}"], 0.95), "n": len(timed[f"compile {n}"])}
+        for n in (few, many)
+    ]
+    grow = p50[f"compile {many}"] / p50[f"compile {few}"]
+    raw_grow = p50[f"raw {many}"] / p50[f"raw {few}"]
+    metric = f"compile_p50_growth_50_active_{many}_vs_{few}_sessions"
+    results.append(entry(metric, grow, "x", raw_grow, target="<= 1.2", met=grow <= 1.2))
     return results, details
 
 
@@ -506,6 +566,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the JSON document to this file")
     parser.add_argument("--example", type=Path, help="only write the demo encoding to this file")
     parser.add_argument("--prefix-only", action="store_true", help="only the prefix trajectories")
+    parser.add_argument("--sessions-only", action="store_true", help="only the sessions cell")
     parser.add_argument(
         "--no-revisions",
         action="store_true",
@@ -521,11 +582,13 @@ def main(argv: list[str] | None = None) -> int:
     doc: dict[str, Any] = {"benchmark": "morphz-encoding", "mode": mode}
     doc |= {"machine": machine(), "config": cfg | {"retire_batch": RETIRE_BATCH, "steps": STEPS}}
     with tempfile.TemporaryDirectory(prefix="morphz-encoding-bench-") as folder:
-        compiled, compile_details = (
-            ([], {}) if args.prefix_only else bench_compile(Path(folder), cfg)
-        )
+        only = args.prefix_only or args.sessions_only
+        compiled, compile_details = ([], {}) if only else bench_compile(Path(folder), cfg)
+        if not args.prefix_only:
+            results, compile_details["sessions"] = bench_sessions(Path(folder), cfg)
+            compiled += results
         prefix, prefix_details = [], {}
-        for policy in POLICIES:
+        for policy in [] if args.sessions_only else POLICIES:
             results, prefix_details[policy] = bench_prefix(
                 Path(folder), policy, revisions=not args.no_revisions
             )

@@ -14,9 +14,9 @@ import pytest
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "encoding_bench.py"
 
 
-def _run(*args: str) -> dict[str, object]:
+def _run(*args: str, only: str = "--prefix-only") -> dict[str, object]:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--prefix-only", *args],
+        [sys.executable, str(SCRIPT), only, *args],
         capture_output=True,
         text=True,
         check=True,
@@ -43,6 +43,24 @@ def test_the_prefix_trajectories_report_every_entry(variant: bool) -> None:
         assert judged == [] and doc["all_met"] is None
     else:
         assert judged and doc["all_met"] == all(judged)
+
+
+def test_the_sessions_cell_reports_its_entries() -> None:
+    """The compile among 10 and 2,000 other sessions (``--quick``): both cells and their growth,
+    with the directory's note of the sessions it left out. Times are reported, not judged here."""
+    doc = _run("--quick", only="--sessions-only")
+    results = doc["results"]
+    assert isinstance(results, list)
+    names = [r["metric"] for r in results]
+    assert names == [
+        "compile_p50_50_active_10_sessions",
+        "compile_p50_50_active_2000_sessions",
+        "compile_p50_growth_50_active_2000_vs_10_sessions",
+    ]
+    details = doc["details"]
+    assert isinstance(details, dict)
+    many = details["compile"]["sessions"]["sessions_2000"]
+    assert many["excluded"] == {"inactive-beyond-window": 1_990}
 
 
 def test_the_committed_example_encoding_is_current(tmp_path: Path) -> None:

@@ -53,7 +53,15 @@ def test_the_old_store_is_migrated_and_reads_as_before(upgraded: Path) -> None:
         assert act.owner is None and act.objective is None  # not recorded back then
         kernel = ctx.encode().region("kernel")
         assert f"({act.activation_id} (session default) (root @e1))" in kernel
-    assert _schema(upgraded)[:3] == [1, 2, 3] and len(_schema(upgraded)) >= 5
+        directory = ctx.encode(session="ops", session_count=1).region("session-directory")
+        assert "(session ops " in directory and "(excluded (beyond-count 1))" in directory
+    assert _schema(upgraded)[:3] == [1, 2, 3] and len(_schema(upgraded)) >= 6
+    conn = sqlite3.connect(upgraded)
+    try:  # 0006 counted the sessions the old store had
+        counts = conn.execute("SELECT context_id, attention, n FROM session_counts").fetchall()
+    finally:
+        conn.close()
+    assert counts == [("context-default", "active", 2)]
 
 
 def test_the_old_store_keeps_working_after_the_upgrade(upgraded: Path) -> None:

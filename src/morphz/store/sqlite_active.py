@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import UTC, datetime
 from typing import Any
 
 from morphz.mind.state import Edge, Frame
@@ -35,25 +36,42 @@ class SqliteActive:
     def session_window(self, current: str, horizon: str | None, count: int) -> SessionWindow:
         """At most ``count`` sessions: the current one, then others whose attention is active
         and that were last active at or after ``horizon`` (ISO with offset; None: no window),
-        most recent first; and the counts of the rest. Counting in SQL keeps a context with
-        many sessions cheap (no row object per session, no correlated subquery). A time SQLite
-        cannot read counts as inside the window."""
-        inside = "coalesce(julianday(last_time) >= julianday(?2), 1)" if horizon else "1"
-        rows = self.conn.execute(
-            "SELECT session_id, attention, created_seq, last_seq, last_time FROM sessions "
-            "WHERE context_id = ?1 AND (session_id = ?3 OR (attention = 'active' AND "
-            f"{inside})) ORDER BY session_id <> ?3, last_seq DESC, session_id LIMIT ?4",
-            (self.cid, horizon, current, count),
+        most recent first; and the counts of the rest. Bounded by the sessions inside the
+        window, not by all the context ever had: the window is a range of ``sessions_recent``,
+        and the totals per attention are kept by triggers in ``session_counts``. Without a
+        window every active session is a candidate."""
+        since = _utc(horizon)
+        inside = "" if since is None else "AND last_time >= ?2 "
+        columns = "session_id, attention, created_seq, last_seq, last_time"
+        mine = self.conn.execute(
+            f"SELECT {columns} FROM sessions WHERE context_id = ?1 AND session_id = ?2",
+            (self.cid, current),
+        ).fetchall()
+        others = self.conn.execute(
+            f"SELECT {columns} FROM sessions WHERE context_id = ?1 AND attention = 'active' "
+            f"AND session_id <> ?3 {inside}ORDER BY last_seq DESC, session_id LIMIT ?4",
+            (self.cid, since, current, max(0, count - len(mine))),
+        ).fetchall()
+        totals = dict(
+            self.conn.execute(
+                "SELECT attention, n FROM session_counts WHERE context_id = ?", (self.cid,)
+            ).fetchall()
         )
-        found = [SessionRow(sid, att, first, last, time, 0) for sid, att, first, last, time in rows]
-        retired, active, inside_count = self.conn.execute(
-            "SELECT count(CASE WHEN attention = 'retired' THEN 1 END), "
-            "count(CASE WHEN attention = 'active' THEN 1 END), "
-            f"count(CASE WHEN attention = 'active' AND {inside} THEN 1 END) "
-            "FROM sessions WHERE context_id = ?1 AND session_id <> ?3",
-            (self.cid, horizon, current),
-        ).fetchone()
-        return SessionWindow(found, retired, active - inside_count, inside_count)
+        for _, attention, *_ in mine:  # the counts are of the other sessions
+            totals[attention] = totals.get(attention, 0) - 1
+        active = totals.get("active", 0)
+        in_window = active
+        if since is not None:
+            (in_window,) = self.conn.execute(
+                "SELECT count(*) FROM sessions WHERE context_id = ?1 AND attention = 'active' "
+                "AND session_id <> ?3 AND last_time >= ?2",
+                (self.cid, since, current),
+            ).fetchone()
+        found = [
+            SessionRow(sid, att, first, last, time, 0)
+            for sid, att, first, last, time in mine + others
+        ]
+        return SessionWindow(found, totals.get("retired", 0), active - in_window, in_window)
 
     def frames(self) -> list[Frame]:
         """Active and retiring frames in projection order."""
@@ -108,3 +126,15 @@ class SqliteActive:
             "DO UPDATE SET value = excluded.value",
             (self.cid, name, json.dumps(value, sort_keys=True)),
         )
+
+
+def _utc(moment: str | None) -> str | None:
+    """``moment`` (ISO with offset) as the store writes times: UTC, ``isoformat``. Past the
+    years a datetime holds, it is before every time (None: no window) or after every time."""
+    if moment is None:
+        return None
+    parsed = datetime.fromisoformat(moment)
+    try:
+        return parsed.astimezone(UTC).isoformat()
+    except OverflowError:
+        return None if parsed.year == 1 else f"{datetime.max.isoformat()}+00:00~"
