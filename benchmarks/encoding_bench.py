@@ -1,8 +1,9 @@
-"""Morphz Context Encoding benchmarks: compile time against active size and history length, each
-beside the raw-SQLite time of the same queries, and prefix reuse over a synthetic 300-step tool
-loop with and without ContextDelta.
+"""Morphz Context Encoding benchmarks: compile time against active size and history length, and
+against the number of sessions, each beside the raw-SQLite time of the same queries, and prefix
+reuse over a synthetic 300-step tool loop with and without ContextDelta.
 
     .venv/bin/python benchmarks/encoding_bench.py [--quick] [--out FILE] [--example FILE]
+        [--prefix-only [--no-revisions] | --sessions-only]
 
 Prints one JSON document to stdout (progress goes to stderr). See docs/benchmarks.md.
 ``--example FILE`` only writes the demo context's encoding (docs/example-encoding.txt) and exits.
