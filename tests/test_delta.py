@@ -36,7 +36,7 @@ def seeded(ctx: morphz.Context, opts: EncodeOptions = OPTS) -> tuple[DeltaEncode
     encoder = DeltaEncoder()
     first = encoder.next(ctx.encode(opts))
     assert first == ctx.encode(opts).text
-    assert (encoder.rebuilds, encoder.increments) == (1, 0)
+    assert (encoder.rebuilds, encoder.increments, encoder.last) == (1, 0, "first")
     return encoder, first
 
 
@@ -120,10 +120,12 @@ def test_increments_sent_as_messages_count_their_framing(ctx: morphz.Context) ->
         assert framed.pressure.tokens - plain.pressure.tokens == 4 * n  # n increments so far
 
 
-def _rebuilt(encoder: DeltaEncoder, ctx: morphz.Context, previous: str) -> str:
+def _rebuilt(
+    encoder: DeltaEncoder, ctx: morphz.Context, previous: str, reason: str = "seed-changed"
+) -> str:
     fresh = ctx.encode(OPTS)
     request = encoder.next(fresh)
-    assert request == fresh.text
+    assert request == fresh.text and encoder.last == reason
     assert not request.startswith(previous)
     assert "\n(context-delta" not in request
     return request
@@ -149,7 +151,7 @@ def test_retiring_an_observation_sent_in_an_increment_is_an_increment(
     delta = increment(second, third)
     assert heads(delta)[:2] == ["derived", "retired"]
     assert "\n (retired @e4)\n" in third[len(second) :]
-    assert (encoder.rebuilds, encoder.increments) == (1, 2)
+    assert (encoder.rebuilds, encoder.increments, encoder.last) == (1, 2, "increment")
 
 
 def test_retiring_an_observation_sent_in_an_increment_with_a_seed_one_rebuilds(
@@ -208,6 +210,7 @@ def test_an_increment_that_would_raise_the_pressure_level_starts_a_new_seed(
         if level_between_them:
             assert third == fresh.text
             assert (encoder.rebuilds, encoder.increments) == (2, 1)
+            assert encoder.last == ("critical" if level == "critical" else "pressure-level")
         else:
             increment(second, third)
             assert (encoder.rebuilds, encoder.increments) == (1, 2)
@@ -227,7 +230,7 @@ def test_at_critical_pressure_every_request_is_a_new_seed(ctx: morphz.Context) -
         request = encoder.next(fresh)
         assert request == fresh.text and not request.startswith(previous)
         previous = request
-    assert (encoder.rebuilds, encoder.increments) == (3, 0)
+    assert (encoder.rebuilds, encoder.increments, encoder.last) == (3, 0, "critical")
 
 
 def test_revising_a_seed_frame_rebuilds(ctx: morphz.Context) -> None:
@@ -370,7 +373,7 @@ def test_a_new_preview_threshold_rebuilds(ctx: morphz.Context) -> None:
     second = encoder.next(ctx.encode(OPTS))
     increment(first, second)
     ctx.set_view(morphz.encoding.View(preview_threshold=100))
-    third = _rebuilt(encoder, ctx, second)
+    third = _rebuilt(encoder, ctx, second, reason="preview-threshold")
     assert "(preview (total-chars 300)" in third
     fourth = encoder.next(ctx.encode(OPTS))
     increment(third, fourth)  # the same threshold: increments again

@@ -73,6 +73,12 @@ def test_the_report_is_the_prefix_meter_over_the_requests_sent(tmp_path: Path) -
     assert overall["cached_tokens"] == 6 * 800
     # with ContextDelta, each step's request extends the previous one: most bytes are reused
     assert first["prefix_reuse"] > 0.9
+    assert first["delta"] == second["delta"] == {"increments": 2, "seeds": {"first": 1}}
+    assert overall["delta"] == {"increments": 4, "seeds": {"first": 2}}
+    text = CliRunner().invoke(main, ["context", "requests", "work", "--db", str(db), "--last", "2"])
+    assert text.exit_code == 0, text.output
+    assert "ContextDelta requests (increments; seeds by reason):" in text.stdout
+    assert f"  {first['activation']}: 2 increments; 1 seed (first 1)" in text.stdout
 
 
 def test_a_new_process_starts_a_new_run(tmp_path: Path) -> None:

@@ -107,6 +107,14 @@ def activate(
     return run
 
 
+def kinds(ctx: morphz.Context, run: Run) -> list[object]:
+    """What each answered request of ``run`` was, as its model_reply event records it:
+    ``"increment"``, or why it was a seed."""
+    replies = [e.payload for e in ctx.events() if e.kind == "model_reply" and e.payload]
+    mine = [p for p in replies if p.get("activation") == run.result.activation]
+    return [p["request"].get("delta", "absent") for p in mine]
+
+
 def working(request: ModelRequest, step: int) -> ModelResponse:
     """Derives a frame, lists the workspace, searches, derives another frame, replies."""
     if step == 1:
@@ -173,6 +181,7 @@ def test_without_delta_every_request_is_the_fresh_encoding(
     assert texts == [f.text for f in run.fresh]
     assert len(run.compiled) == len(texts)  # one compile per step, nothing else
     assert not any(after.startswith(before) for before, after in pairwise(texts))
+    assert set(kinds(ctx, run)) == {"absent"}  # nothing to say of a request without ContextDelta
 
 
 def test_retiring_what_an_increment_brought_is_an_increment_and_seed_content_rebuilds(
@@ -207,6 +216,7 @@ def test_retiring_what_an_increment_brought_is_an_increment_and_seed_content_reb
     assert listed_ref not in refs_of(rebuilt, "tool_result")
     assert f"(observation {note} " in first and f"(observation {note} " not in rebuilt
     assert searched.startswith(rebuilt)  # and increments again after it
+    assert kinds(ctx, run) == ["first", "increment", "increment", "seed-changed", "increment"]
 
 
 def test_a_mode_flip_starts_a_new_seed(
@@ -233,6 +243,7 @@ def test_a_mode_flip_starts_a_new_seed(
     assert texts[1] == run.fresh[1].text and not texts[1].startswith(texts[0])
     assert texts[2].startswith(texts[1])
     assert texts[3] == run.fresh[3].text and not texts[3].startswith(texts[2])
+    assert kinds(ctx, run) == ["tool-set", "increment", "tool-set"]  # the refused one: no reply
 
 
 def _history(ctx: morphz.Context, texts: list[str]) -> None:
@@ -267,6 +278,7 @@ def test_every_batch_is_a_new_seed(
     texts = run.texts()
     assert texts == [f.text for f in run.fresh]
     assert not any(after.startswith(before) for before, after in pairwise(texts))
+    assert kinds(ctx, run) == ["first", "maintenance-batch", "maintenance-batch"]
 
 
 def _sent_tokens(request: ModelRequest) -> int:
@@ -312,6 +324,7 @@ def test_a_delta_request_reaching_critical_pressure_is_rebuilt(
     for i in seeds:
         assert texts[i] == run.fresh[i].text
     assert {t.name for t in run.requests[-1].tools} > AGENT_TOOLS  # never in maintenance
+    assert "critical" in kinds(ctx, run) and "critical" not in kinds(measure, sizes)
 
 
 # --- the per-model setting --------------------------------------------------------------------
@@ -410,6 +423,7 @@ def test_a_too_long_increment_is_retried_as_a_fresh_seed(
     assert texts[1].startswith(texts[0]) and "\n(context-delta" in texts[1]  # an increment
     assert texts[3] == run.fresh[3].text  # the retry: a fresh seed, not an increment
     assert {t.name for t in run.requests[3].tools} > AGENT_TOOLS  # still working, no maintenance
+    assert kinds(ctx, run)[:3] == ["first", "increment", "too-long"]  # the refused: no reply
 
 
 def test_exec_turns_delta_on_from_the_configuration(tmp_path: Path) -> None:

@@ -96,6 +96,10 @@ class DeltaEncoder:
         self.seed: DeltaState | None = None  # what the seed alone shows
         self.rebuilds = 0
         self.increments = 0
+        # what the last request was: "increment", or why it was a seed: "first", "seed-changed"
+        # (what the seed shows changed, or an order increments cannot state),
+        # "preview-threshold", "pressure-level" (an increment would raise it), "critical"
+        self.last: str | None = None
         self.pressure: Pressure | None = None  # of the last request, as its kernel states it
         self._seed_layout: CacheLayout | None = None
         self._cuts: list[int] = []  # where each increment of the current request starts
@@ -110,13 +114,12 @@ class DeltaEncoder:
 
     def next(self, encoding: Encoding) -> str:
         """The request for ``encoding`` (a fresh compile of the current state)."""
-        if (
-            self.text is None
-            or self.sent is None
-            or self._touches_seed(encoding.state)
-            or encoding.view.preview_threshold != self._threshold  # the inbox renders anew
-        ):
-            return self._reseed(encoding)
+        if self.text is None or self.sent is None:
+            return self._reseed(encoding, "first")
+        if self._touches_seed(encoding.state):
+            return self._reseed(encoding, "seed-changed")
+        if encoding.view.preview_threshold != self._threshold:  # the inbox renders anew
+            return self._reseed(encoding, "preview-threshold")
         now = _snapshot(encoding)
         changes = _changes(encoding, self.sent, now)
         # the kernel states the pressure of the request sent, increments included: measured
@@ -125,19 +128,23 @@ class DeltaEncoder:
         framing = self.message_tokens * (len(self._cuts) + 1)  # this increment's included
         sent = sent_pressure(encoding, self.text + _increment(changes, self.sent, now), framing)
         now.items["kernel"]["pressure"] = f"(pressure {pressure_figures(sent)})"
-        if sent.level == "critical" or _rank(sent) > _rank(encoding.pressure):
-            return self._reseed(encoding)
+        if sent.level == "critical":
+            return self._reseed(encoding, "critical")
+        if _rank(sent) > _rank(encoding.pressure):
+            return self._reseed(encoding, "pressure-level")
         increment = _increment(changes, self.sent, now)
         self.pressure = sent
         self._cuts.append(len(self.text))
         self.text += increment
         self.sent = now
         self.increments += 1
+        self.last = "increment"
         return self.text
 
-    def _reseed(self, encoding: Encoding) -> str:
+    def _reseed(self, encoding: Encoding, reason: str) -> str:
         """Start the request again from ``encoding`` (its cache marks anchored to where the
-        previous request's bytes still match)."""
+        previous request's bytes still match), for ``reason`` (see :attr:`last`)."""
+        self.last = reason
         layout = encoding_layout(encoding, seed=True)
         if self.text is not None and self._seed_layout is not None:
             layout = layout.anchored(encoding.text, self.text, self.layout.marks)

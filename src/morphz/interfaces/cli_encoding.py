@@ -205,7 +205,8 @@ def requests_command(
 
     Prefix reuse is the share of each request's bytes that began the previous request the same
     process sent (tool schemas, then the encoding): what a provider's prefix cache could reuse.
-    Input and cached tokens are what the provider reported."""
+    Input and cached tokens are what the provider reported. With ContextDelta, each
+    activation's increments and its seeds by reason are listed too."""
     with open_context(db_path, context_id) as ctx:
         stats = request_stats(ctx, pick_activations(ctx, activation, last))
     overall = total(stats)

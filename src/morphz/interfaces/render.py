@@ -477,4 +477,16 @@ def request_stats(stats: Sequence[RequestStats], overall: RequestStats) -> str:
         "\nprefix reuse: bytes of each request that began the previous one, first request of"
         " each engine excluded; tokens: as the provider reported them"
     )
+    deltas = [_delta_line(s) for s in stats if s.increments or s.seeds]
+    if deltas:
+        note += "\nContextDelta requests (increments; seeds by reason):\n" + "\n".join(deltas)
     return table(headers, rows) + note
+
+
+def _delta_line(s: RequestStats) -> str:
+    seeds = ", ".join(f"{reason} {n}" for reason, n in sorted(s.seeds.items()))
+    count = sum(s.seeds.values())
+    return (
+        f"  {s.activation}: {s.increments} increment{'' if s.increments == 1 else 's'}; "
+        f"{count} seed{'' if count == 1 else 's'} ({seeds})"
+    )

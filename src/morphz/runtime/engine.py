@@ -194,6 +194,8 @@ class _Run:
         self._delta = self._new_delta()
         self._shape: tuple[bool, frozenset[int] | None] | None = None  # of the last request
         self._increment_sent = False  # the last request was a ContextDelta increment
+        self._sent_kind: str | None = None  # ContextDelta: "increment", or why it was a seed
+        self._cause: str | None = None  # why the engine started a new request sequence
         self._layouts = PlainLayouts()  # without ContextDelta
         self.tc = ToolContext(
             engine.ctx,
@@ -216,7 +218,7 @@ class _Run:
                 response = await self.e.model.request(request)
             except ContextTooLongError as exc:
                 if self._increment_sent:  # first try a fresh seed: the increments piled up
-                    self._delta, self._shape = self._new_delta(), None
+                    self._delta, self._shape, self._cause = self._new_delta(), None, "too-long"
                     continue
                 if self.maintenance:
                     await self.finish(
@@ -231,7 +233,10 @@ class _Run:
                 await self.finish("failed", f"model provider error ({exc.code}): {exc.message}")
                 return
             await self._calibrate(request, response)
-            if await self._handle(response, self.e.measure(request)):
+            sent: dict[str, int | str | None] = {**self.e.measure(request)}
+            if config.delta:
+                sent["delta"] = self._sent_kind
+            if await self._handle(response, sent):
                 return
         await self.finish("failed", f"the step limit ({config.step_limit}) was reached")
 
@@ -344,10 +349,15 @@ class _Run:
         shape = (self.maintenance, only)
         if only is not None or shape != self._shape:
             self._delta = self._new_delta()
+            if self._shape is not None:
+                self._cause = "maintenance-batch" if only is not None else "tool-set"
         self._shape = shape
         before = self._delta.increments
         text = self._delta.next(encoding)
         self._increment_sent = self._delta.increments > before
+        kind = self._delta.last
+        self._sent_kind = self._cause if kind == "first" and self._cause else kind
+        self._cause = None
         layout = self._delta.layout
         return text, layout if self.e.config.delta_messages else replace(layout, turns=())
 
@@ -365,7 +375,7 @@ class _Run:
 
     # -- one response
 
-    async def _handle(self, response: ModelResponse, sent: dict[str, int | None]) -> bool:
+    async def _handle(self, response: ModelResponse, sent: dict[str, int | str | None]) -> bool:
         """Record the response (with what its request ``sent``) and act on it; True when the
         activation is over."""
         calls = [

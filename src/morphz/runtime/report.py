@@ -2,13 +2,16 @@
 their bytes as a provider's cache sees them, the share of those bytes that began the previous
 request the same engine sent (the prefix-reuse meter, :class:`~morphz.encoding.PrefixMeter`,
 which the engine records in each ``model_reply`` event), and the input and cached tokens the
-provider reported. Reading an activation reads only the events between its start and its end.
+provider reported. With ContextDelta, each request is also counted as an increment or as a seed,
+with the reason it was one (:attr:`~morphz.encoding.DeltaEncoder.last`, or the engine's own:
+``tool-set``, ``maintenance-batch``, ``too-long``). Reading an activation reads only the events
+between its start and its end.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from morphz import events as ev
@@ -33,6 +36,8 @@ class RequestStats:
     input_tokens: int | None = None  # as the provider reported them (None: never reported)
     cached_tokens: int | None = None
     unrecorded: int = 0  # replies recorded before requests were measured
+    increments: int = 0  # ContextDelta requests that were the previous one plus an increment
+    seeds: dict[str, int] = field(default_factory=dict)  # ContextDelta seeds, by why
 
     @property
     def rate(self) -> float | None:
@@ -43,13 +48,22 @@ class RequestStats:
         sent = payload.get("request")
         if not isinstance(sent, dict):
             self.unrecorded += 1
-        elif sent.get("prefix") is not None:
-            self.measured += 1
-            self.bytes += int(sent["bytes"])
-            self.reused += int(sent["prefix"])
+        else:
+            if sent.get("prefix") is not None:
+                self.measured += 1
+                self.bytes += int(sent["bytes"])
+                self.reused += int(sent["prefix"])
+            self.add_delta(sent.get("delta"))
         usage = payload.get("usage")
         if isinstance(usage, dict):
             self.add_usage(int(usage.get("input", 0)), int(usage.get("cached", 0)))
+
+    def add_delta(self, kind: object, n: int = 1) -> None:
+        """Count a ContextDelta request: ``"increment"``, or the reason it was a seed."""
+        if kind == "increment":
+            self.increments += n
+        elif isinstance(kind, str):
+            self.seeds[kind] = self.seeds.get(kind, 0) + n
 
     def add_usage(self, input_tokens: int | None, cached_tokens: int | None) -> None:
         if input_tokens is not None:
@@ -71,6 +85,9 @@ class RequestStats:
             "input_tokens": self.input_tokens,
             "cached_tokens": self.cached_tokens,
             "unrecorded": self.unrecorded,
+            "delta": {"increments": self.increments, "seeds": dict(sorted(self.seeds.items()))}
+            if self.increments or self.seeds
+            else None,
         }
 
 
@@ -116,4 +133,7 @@ def total(stats: Sequence[RequestStats]) -> RequestStats:
         out.reused += s.reused
         out.unrecorded += s.unrecorded
         out.add_usage(s.input_tokens, s.cached_tokens)
+        out.add_delta("increment", s.increments)
+        for reason, n in s.seeds.items():
+            out.add_delta(reason, n)
     return out
