@@ -460,6 +460,7 @@ def bench_prefix(
     caches, layouts = CacheMeters(len(schemas) + 1), PlainLayouts()
     compile_ns, delta_ns, static, fresh, seen, kind = [], [], 0, 0, set(), "first"
     lost: Counter[str] = Counter()  # bytes not reused, by where and after which agent turn
+    seeds: Counter[str] = Counter()  # ContextDelta seeds, by DeltaEncoder.last
     peak, peak_sent, retirements = 0, 0, 0
     for step in range(STEPS):
         options = EncodeOptions(
@@ -495,8 +496,9 @@ def bench_prefix(
             after = size - ends["inbox"]  # observation-state .. evaluate: re-sent every time
             lost["after-inbox"] += after
             lost[f"inbox, after {kind}"] += size - (plain.reused - before) - after
-            key = "delta rebuild" if delta.rebuilds > rebuilds else "delta increment"
+            key = f"delta rebuild: {delta.last}" if delta.rebuilds > rebuilds else "delta increment"
             lost[key] += len(request.encode()) - (with_delta.reused - delta_before)
+        seeds[delta.last or "-"] += delta.last != "increment"
         seen, kind = {o.seq for o in encoding.state.observations}, agent_turn(ctx, rng, step, state)
         retirements += kind == "retire"
         clock.now += timedelta(seconds=rng.randint(5, 60))
@@ -529,6 +531,7 @@ def bench_prefix(
         "compile_ms_p50_p95": [pct(compile_ns, 0.5), pct(compile_ns, 0.95)],
         "delta_request_ms_p50_p95": [pct(delta_ns, 0.5), pct(delta_ns, 0.95)],
         "retirement_batches": retirements,
+        "delta_seeds_by_reason": dict(sorted((k, n) for k, n in seeds.items() if n)),
         "peak_tokens": peak,
         "peak_tokens_with_delta": peak_sent,  # below critical: DeltaEncoder re-seeds before it
         "last_tokens_and_pressure": [encoding.tokens, encoding.pressure.level],
