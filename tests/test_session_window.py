@@ -150,14 +150,23 @@ def test_counts_follow_retire_and_restore_and_ignore_a_refused_transaction(
     assert _counts(ctx) == {"active": 2} == _grouped(ctx)
 
 
-def test_a_session_without_a_window_is_ordered_by_recency(ctx: morphz.Context) -> None:
-    """Without a clock (no ``now``, no local time) there is no window: every active session is
-    a candidate, most recent first, up to the count."""
+def test_without_a_clock_the_window_ends_at_the_last_activity(ctx: morphz.Context) -> None:
+    """A compile given no time (no ``now``, local time "unknown") measures the window from the
+    context's last activity: the same state gives the same directory, and old sessions stay
+    out of it as they do for the runtime, which always passes its local time."""
+    clock = ctx.db.now
+    ctx.observe("user_message", "long ago", session="old")
+    clock.current += timedelta(hours=30)  # type: ignore[attr-defined]
     for sid in ("a", "b", "c"):
         ctx.observe("user_message", f"hello {sid}", session=sid)
+    clock.current += timedelta(days=400)  # type: ignore[attr-defined]  # the wall clock: unused
     enc = ctx.encode(session="a", session_count=2)
     assert [e["session"] for e in enc.sessions.to_dict()["shown"]] == ["a", "c"]
-    assert enc.sessions.to_dict()["excluded"] == {"beyond-count": 1}
+    assert enc.sessions.to_dict()["excluded"] == {"beyond-count": 1, "inactive-beyond-window": 1}
+    wide = ctx.encode(session="a", session_count=9, session_hours=31).sessions.to_dict()
+    assert [e["session"] for e in wide["shown"]] == ["a", "c", "b", "old"]
+    clock.current += timedelta(days=1)  # type: ignore[attr-defined]
+    assert ctx.encode(session="a", session_count=2).text == enc.text
 
 
 def test_a_session_last_active_exactly_at_the_window_start_is_inside(ctx: morphz.Context) -> None:

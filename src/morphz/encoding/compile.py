@@ -239,7 +239,9 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     cited = r.active.cited_by([f"@e{o.seq}" for o in state.observations])
     running = r.activations(running_only=True)
     window = r.active.session_window(
-        opts.session, horizon(view, opts.now or opts.local_time), view.session_count
+        opts.session,
+        horizon(view, opts.now or opts.local_time, r.active.last_active),
+        view.session_count,
     )
     sessions = plan_sessions(window, state.observations, running, opts.session, view)
     inbox = [render.observation(o, view.preview_threshold) for o in state.observations]

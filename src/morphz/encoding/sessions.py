@@ -2,14 +2,15 @@
 
 The current session comes first, always in full. The others follow by most recent activity;
 a session is left out when its attention is retired, when it was last active before the time
-window (default 24 hours), or beyond the count (default 50). Within the directory's token budget
+window (default 24 hours before the compile's time, or without one before the context's last
+activity), or beyond the count (default 50). Within the directory's token budget
 sessions are shown in full (their active inbox refs and running work); past it they are demoted
 to metadata, and past that omitted. A closing note says what was left out and why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -114,9 +115,15 @@ def plan_sessions(
     return plan
 
 
-def horizon(view: View, now: str | None) -> str | None:
-    """The start of the session time window (ISO, with offset), or None without a clock."""
+def horizon(view: View, now: str | None, last_active: Callable[[], str | None]) -> str | None:
+    """The start of the session time window (ISO, with offset): ``view.session_hours`` before
+    ``now``, or, when ``now`` is not a time with an offset (a compile without a clock), before
+    the context's last activity (``last_active()``: the latest time an active session was
+    active), so the same state gives the same window. None: no window (no session yet, or a
+    window starting before year 1)."""
     moment = _parse(now)
+    if moment is None:
+        moment = _parse(last_active())
     if moment is None:
         return None
     try:

@@ -39,7 +39,7 @@ class SqliteActive:
         most recent first; and the counts of the rest. Bounded by the sessions inside the
         window, not by all the context ever had: the window is a range of ``sessions_recent``,
         and the totals per attention are kept by triggers in ``session_counts``. Without a
-        window every active session is a candidate."""
+        window (None) every active session is a candidate."""
         since = _utc(horizon)
         inside = "" if since is None else "AND last_time >= ?2 "
         columns = "session_id, attention, created_seq, last_seq, last_time"
@@ -72,6 +72,15 @@ class SqliteActive:
             for sid, att, first, last, time in mine + others
         ]
         return SessionWindow(found, totals.get("retired", 0), active - in_window, in_window)
+
+    def last_active(self) -> str | None:
+        """When the most recently active session (attention active) was last active: one step
+        down ``sessions_recent``."""
+        (moment,) = self.conn.execute(
+            "SELECT max(last_time) FROM sessions WHERE context_id = ? AND attention = 'active'",
+            (self.cid,),
+        ).fetchone()
+        return str(moment) if moment else None
 
     def frames(self) -> list[Frame]:
         """Active and retiring frames in projection order."""
