@@ -291,6 +291,16 @@ def test_audit_fails_on_a_tampered_store(ready: Cli) -> None:
     assert text.startswith("audit: FAILED") and "deployment/target-v1" in text
 
 
+def test_audit_checks_the_session_counts(ready: Cli) -> None:
+    """The session directory's totals (kept by triggers) are checked against the sessions."""
+    ready("context", "tx", "--file", "-", stdin=CREATE_TX)
+    assert ready.json("context", "audit")["ok"] is True
+    with contextlib.closing(sqlite3.connect(ready.db)) as conn, conn:
+        conn.execute("UPDATE session_counts SET n = n + 2 WHERE attention = 'active'")
+    report = ready.json("context", "audit", code=1)
+    assert report["differences"] == ["session counts: replay {'active': 1}, stored {'active': 3}"]
+
+
 # ------------------------------------------------------------------ the store location
 
 

@@ -131,6 +131,11 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
         replayed = sorted((s.id, s.attention) for s in state.sessions.values())
         stored = sorted((s.id, s.attention) for s in sessions.values())
         out.add(f"sessions: replay {replayed}, stored {stored}")
+    counts: dict[str, int] = {}
+    for session in state.sessions.values():
+        counts[session.attention] = counts.get(session.attention, 0) + 1
+    if (stored_counts := r.session_counts()) != counts:
+        out.add(f"session counts: replay {dict(sorted(counts.items()))}, stored {stored_counts}")
     snapshots = {s.name: s for s in r.snapshots()}
     if set(snapshots) != set(state.snapshots):
         out.add(f"checkpoints: replay {sorted(state.snapshots)}, stored {sorted(snapshots)}")
