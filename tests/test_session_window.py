@@ -95,6 +95,10 @@ def test_the_working_set_matches_a_reading_of_every_session(
         clock = HourClock()
         db = morphz.open(Path(folder) / "morphz.db", now=clock)
         try:
+            other = db.context("other", create=True)  # its sessions must not count here
+            for sid in ("ops", "s5", "elsewhere"):
+                other.observe("user_message", "in another context", session=sid)
+            tx(other, "(retire-session s5)", reason="the test")
             ctx = db.context("c", create=True)
             _play(ctx, clock, actions)
             sign = 1 if offset[0] == "+" else -1
