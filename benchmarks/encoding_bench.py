@@ -473,7 +473,7 @@ def bench_prefix(
         encoding = ctx.encode(options)
         compile_ns.append(time.perf_counter_ns() - start)
         state["level"], peak = encoding.pressure.level, max(peak, encoding.tokens)
-        before, rebuilds, delta_before = plain.reused, delta.rebuilds, with_delta.reused
+        before, delta_before = plain.reused, with_delta.reused
         plain_request = f"{schemas}\n{encoding.text}"
         plain.add(plain_request)
         start = time.perf_counter_ns()
@@ -496,9 +496,10 @@ def bench_prefix(
             after = size - ends["inbox"]  # observation-state .. evaluate: re-sent every time
             lost["after-inbox"] += after
             lost[f"inbox, after {kind}"] += size - (plain.reused - before) - after
-            key = f"delta rebuild: {delta.last}" if delta.rebuilds > rebuilds else "delta increment"
+            key = "delta increment" if delta.last == "increment" else f"delta rebuild: {delta.last}"
             lost[key] += len(request.encode()) - (with_delta.reused - delta_before)
-        seeds[delta.last or "-"] += delta.last != "increment"
+        if delta.last != "increment":
+            seeds[str(delta.last)] += 1
         seen, kind = {o.seq for o in encoding.state.observations}, agent_turn(ctx, rng, step, state)
         retirements += kind == "retire"
         clock.now += timedelta(seconds=rng.randint(5, 60))

@@ -134,7 +134,7 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
     counts: dict[str, int] = {}
     for session in state.sessions.values():
         counts[session.attention] = counts.get(session.attention, 0) + 1
-    if (stored_counts := r.session_counts()) != counts:
+    if (stored_counts := r.active.session_counts()) != counts:
         out.add(f"session counts: replay {dict(sorted(counts.items()))}, stored {stored_counts}")
     snapshots = {s.name: s for s in r.snapshots()}
     if set(snapshots) != set(state.snapshots):

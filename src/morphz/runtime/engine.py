@@ -193,7 +193,6 @@ class _Run:
         self.previous: set[int] = set()  # the observations the previous step produced
         self._delta = self._new_delta()
         self._shape: tuple[bool, frozenset[int] | None] | None = None  # of the last request
-        self._increment_sent = False  # the last request was a ContextDelta increment
         self._sent_kind: str | None = None  # ContextDelta: "increment", or why it was a seed
         self._cause: str | None = None  # why the engine started a new request sequence
         self._layouts = PlainLayouts()  # without ContextDelta
@@ -217,7 +216,7 @@ class _Run:
             try:
                 response = await self.e.model.request(request)
             except ContextTooLongError as exc:
-                if self._increment_sent:  # first try a fresh seed: the increments piled up
+                if self._sent_kind == "increment":  # first a fresh seed: increments piled up
                     self._delta, self._shape, self._cause = self._new_delta(), None, "too-long"
                     continue
                 if self.maintenance:
@@ -342,7 +341,6 @@ class _Run:
         """What the model is sent, and its cache layout: the encoding, or with ContextDelta the
         previous request plus an increment. A new tool set or a batch starts a new seed, and so
         does an increment that would raise the pressure level (:class:`DeltaEncoder`)."""
-        self._increment_sent = False
         if not self.e.config.delta:
             return encoding.text, self._layouts.next(encoding)
         only = encoding.options.only_observations
@@ -352,9 +350,7 @@ class _Run:
             if self._shape is not None:
                 self._cause = "maintenance-batch" if only is not None else "tool-set"
         self._shape = shape
-        before = self._delta.increments
         text = self._delta.next(encoding)
-        self._increment_sent = self._delta.increments > before
         kind = self._delta.last
         self._sent_kind = self._cause if kind == "first" and self._cause else kind
         self._cause = None

@@ -52,11 +52,7 @@ class SqliteActive:
             f"AND session_id <> ?3 {inside}ORDER BY last_seq DESC, session_id LIMIT ?4",
             (self.cid, since, current, max(0, count - len(mine))),
         ).fetchall()
-        totals = dict(
-            self.conn.execute(
-                "SELECT attention, n FROM session_counts WHERE context_id = ?", (self.cid,)
-            ).fetchall()
-        )
+        totals = self.session_counts()
         for _, attention, *_ in mine:  # the counts are of the other sessions
             totals[attention] = totals.get(attention, 0) - 1
         active = totals.get("active", 0)
@@ -72,6 +68,14 @@ class SqliteActive:
             for sid, att, first, last, time in mine + others
         ]
         return SessionWindow(found, totals.get("retired", 0), active - in_window, in_window)
+
+    def session_counts(self) -> dict[str, int]:
+        """Sessions per attention, as the triggers of migration 0006 keep them (the session
+        directory's totals; the audit checks them against the sessions)."""
+        rows = self.conn.execute(
+            "SELECT attention, n FROM session_counts WHERE context_id = ? AND n <> 0", (self.cid,)
+        )
+        return dict(rows.fetchall())
 
     def last_active(self) -> str | None:
         """When the most recently active session (attention active) was last active: one step

@@ -269,14 +269,6 @@ class SqliteRead:
         ):
             yield SessionState(sid, attention)
 
-    def session_counts(self) -> dict[str, int]:
-        """Sessions per attention, as the triggers of migration 0006 keep them (the session
-        directory's totals; the audit checks them against the sessions)."""
-        rows = self.conn.execute(
-            "SELECT attention, n FROM session_counts WHERE context_id = ? AND n <> 0", (self.cid,)
-        )
-        return dict(rows.fetchall())
-
     def session_rows(self) -> list[SessionRow]:
         rows = self.conn.execute(
             "SELECT s.session_id, s.attention, s.created_seq, s.last_seq, s.last_time, "
