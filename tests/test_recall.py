@@ -474,10 +474,10 @@ def test_bad_time_arguments_are_refused(ctx: morphz.Context) -> None:
         ctx.recall.search("")
 
 
-@pytest.mark.parametrize("limit", [0, -1, 101, 1000, "5", 2.0])
+@pytest.mark.parametrize("limit", [0, -1, 101, 1000, "5", 2.0, True])
 def test_limit_outside_1_to_100_is_refused(ctx: morphz.Context, limit: Any) -> None:
     say(ctx, "something")
-    with pytest.raises(InputError, match="limit must be an integer from 1 to 100"):
+    with pytest.raises(InputError, match="limit must be a whole number from 1 to 100, not"):
         ctx.recall.search("something", limit=limit)
     with pytest.raises(InputError, match="limit"):
         ctx.recall.search(since=T, limit=limit)

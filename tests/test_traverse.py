@@ -168,9 +168,9 @@ def test_depth_limit(chain: morphz.Context, depth: int) -> None:
     assert ids(with_events) == ["f3", "f2", "f1", "@e1"][: depth + 1]
 
 
-@pytest.mark.parametrize("depth", [0, 5, -1, 100, "2", 2.0])
+@pytest.mark.parametrize("depth", [0, 5, -1, 100, "2", 2.0, True])
 def test_depth_outside_1_to_4_is_refused(chain: morphz.Context, depth: Any) -> None:
-    with pytest.raises(InputError, match="depth must be from 1 to 4"):
+    with pytest.raises(InputError, match="depth must be a whole number from 1 to 4, not"):
         chain.recall.frame("f3", depth=depth)
 
 

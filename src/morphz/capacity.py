@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from morphz.checks import check_whole
 from morphz.errors import InputError
 
 Level = Literal["normal", "notice", "warning", "critical"]
@@ -29,20 +30,15 @@ class Budget:
     warning_ratio: float = 0.75
 
     def __post_init__(self) -> None:
-        for name in ("window", "output_reserve", "reserve", "configured"):
-            value = getattr(self, name)
-            if (value is not None or name != "configured") and (
-                isinstance(value, bool) or not isinstance(value, int)
-            ):
-                raise InputError(f"{name} must be a whole number of tokens, not {value!r}")
+        check_whole(self.window, "window", 1, unit="tokens")
+        check_whole(self.output_reserve, "output_reserve", 0, unit="tokens")
+        check_whole(self.reserve, "reserve", 0, unit="tokens")
+        if self.configured is not None:
+            check_whole(self.configured, "the configured budget", 1, unit="tokens")
         for name in ("notice_ratio", "warning_ratio"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise InputError(f"{name} must be a number between 0 and 1, not {value!r}")
-        if self.window <= 0 or self.output_reserve < 0 or self.reserve < 0:
-            raise InputError("window must be positive; reserves cannot be negative")
-        if self.configured is not None and self.configured <= 0:
-            raise InputError("a configured budget must be a positive number of tokens")
         if self.hard <= self.reserve:
             raise InputError(
                 f"the hard limit ({self.hard} tokens: min(budget, window - output reserve)) must "

@@ -44,9 +44,27 @@ def check_id(value: str, what: str) -> str:
     return value
 
 
+def check_whole(
+    value: object, what: str, least: int, most: int | None = None, *, unit: str = "", why: str = ""
+) -> int:
+    """``value`` as a whole number from ``least`` (to ``most``, in ``unit``), else an InputError
+    naming the range (and ``why`` it is so). ``True`` and ``False`` are refused: Python counts
+    them as integers, a user does not."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < least
+        or (most is not None and value > most)
+    ):
+        span = f"of at least {least}" if most is None else f"from {least} to {most}"
+        notes = "; ".join(note for note in (unit, why) if note)
+        span += f" ({notes})" if notes else ""
+        raise InputError(f"{what} must be a whole number {span}, not {value!r}")
+    return value
+
+
 def check_window(window: int) -> None:
-    if not isinstance(window, int) or not 0 <= window <= MAX_WINDOW:
-        raise InputError(f"window must be an integer from 0 to {MAX_WINDOW} ticks, not {window!r}")
+    check_whole(window, "window", 0, MAX_WINDOW, unit="ticks")
 
 
 def parse_ref(ref: str) -> int:

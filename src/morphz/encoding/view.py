@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from morphz.checks import check_whole
 from morphz.encoding.render import DEFAULT_PREVIEW_THRESHOLD
 from morphz.errors import InputError
 
@@ -25,9 +26,10 @@ class View:
     session_tokens: int = 4_000  # the directory's estimated tokens: full, then metadata
 
     def __post_init__(self) -> None:
-        _whole("preview_threshold", self.preview_threshold, 1, "a number of characters")
-        _whole("session_count", self.session_count, 1, "the current session is always listed")
-        _whole("session_tokens", self.session_tokens, 0, "a number of tokens")
+        check_whole(self.preview_threshold, "preview_threshold", 1, unit="characters")
+        why = "the current session is always listed"
+        check_whole(self.session_count, "session_count", 1, unit="sessions", why=why)
+        check_whole(self.session_tokens, "session_tokens", 0, unit="tokens")
         hours = self.session_hours
         if isinstance(hours, bool) or not isinstance(hours, int | float):
             raise InputError(f"session_hours must be a number of hours, not {hours!r}")
@@ -47,12 +49,6 @@ class View:
         if unknown:
             raise InputError(f"unknown view settings {sorted(unknown)}: use {sorted(known)}")
         return cls(**data)
-
-
-def _whole(name: str, value: object, least: int, why: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        said = f"{name} must be a whole number of at least {least} ({why})"
-        raise InputError(f"{said}, not {value!r}")
 
 
 def stored_view(settings: Mapping[str, Any]) -> View:

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from morphz.checks import check_whole
 from morphz.errors import InputError, RecordNotFoundError
 from morphz.events import Event
 from morphz.ids import is_ref, ref_seq
@@ -68,10 +69,8 @@ def event_content(event: Event) -> str:
 def read(r: ReadTxn, ref: str, offset: int = 0, limit: int = DEFAULT_READ_CHARS) -> ReadPage:
     context_id = r.row.context_id
     seq = parse_identity(context_id, ref)
-    if not isinstance(offset, int) or offset < 0:
-        raise InputError(f"offset must be a non-negative integer, not {offset!r}")
-    if not isinstance(limit, int) or not 1 <= limit <= MAX_READ_CHARS:
-        raise InputError(f"limit must be from 1 to {MAX_READ_CHARS} characters, not {limit!r}")
+    check_whole(offset, "offset", 0, unit="characters")
+    check_whole(limit, "limit", 1, MAX_READ_CHARS, unit="characters")
     event = r.event(seq)
     if event is None:
         raise RecordNotFoundError(

@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from morphz import events as ev
+from morphz.checks import check_whole
 from morphz.errors import InputError
 from morphz.ids import make_ref
 from morphz.mind.lifecycle import OBSERVATION_KINDS
@@ -154,8 +155,7 @@ def search(
     lifecycle: list[str] | None = None,
 ) -> SearchPage:
     """Search one context (``r`` is an open read of it). See the module docstring."""
-    if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise InputError(f"limit must be an integer from 1 to {MAX_LIMIT}, not {limit!r}")
+    check_whole(limit, "limit", 1, MAX_LIMIT)
     since_us, until_us = _time_arg(since, "since"), _time_arg(until, "until")
     filters = _filters(since_us, until_us, kinds, lifecycle)
     terms = query_terms(query) if query else []

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from morphz.checks import check_whole
 from morphz.errors import CursorError, InputError, RecordNotFoundError
 from morphz.ids import is_id, ref_seq
 from morphz.recall import cursors
@@ -151,10 +152,8 @@ def traverse(
 ) -> TraversalPage:
     if direction not in ("ancestors", "descendants", "both"):
         raise InputError("direction must be ancestors, descendants or both")
-    if not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
-        raise InputError(f"depth must be from 1 to {MAX_DEPTH}, not {depth!r}")
-    if not isinstance(budget, int) or not 1 <= budget <= MAX_BUDGET:
-        raise InputError(f"the node budget must be from 1 to {MAX_BUDGET}, not {budget!r}")
+    check_whole(depth, "depth", 1, MAX_DEPTH)
+    check_whole(budget, "the node budget", 1, MAX_BUDGET, unit="nodes")
     if not is_id(frame_id) or r.frame(frame_id) is None:
         raise RecordNotFoundError(f"no frame '{frame_id}' in context '{r.row.context_id}'")
     version = r.row.version

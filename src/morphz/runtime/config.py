@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from morphz.capacity import Budget
+from morphz.checks import check_whole
 from morphz.errors import InputError
 from morphz.runtime.models.anthropic_messages import PROMPT_CACHE
 from morphz.runtime.models.base import Model
@@ -158,9 +159,7 @@ def _model(value: Any) -> str:
 
 
 def _step_limit(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"step_limit must be a whole number of at least 1, not {value!r}")
-    return value
+    return check_whole(value, "step_limit", 1)
 
 
 def _profile_path(value: Any) -> Path | None:
@@ -184,6 +183,8 @@ def _budget(section: dict[str, Any]) -> Budget:
     if unknown:
         use = "window, output_reserve, limit, reserve"
         raise InputError(f"unknown keys {sorted(unknown)} in [budget]: use {use}")
+    for key, value in spec.items():  # named as the file names them, before Budget checks more
+        check_whole(value, f"[budget] {key}", 1 if key in ("window", "limit") else 0, unit="tokens")
     if "limit" in spec:
         spec["configured"] = spec.pop("limit")
     return Budget(**spec)
