@@ -91,7 +91,7 @@ def request_tokens(request: ModelRequest) -> int:
 
 def request_text(request: ModelRequest) -> str:
     """The request as a provider's prompt cache sees it: the tool schemas, then the encoding."""
-    return prefix_request_text(request.encoding, [t.to_dict() for t in request.tools])
+    return prefix_request_text(request.encoding, [t.text for t in request.tools])
 
 
 class Recorder:

@@ -33,7 +33,7 @@ from _bench_common import finish, machine, pct
 from morphz import demo
 from morphz.encoding import DeltaEncoder, EncodeOptions, Encoding, PrefixMeter, render
 from morphz.encoding.blocks import CacheLayout, PlainLayouts
-from morphz.encoding.prefix import BlockCacheMeter
+from morphz.encoding.prefix import BlockCacheMeter, tools_text
 
 FULL = {"histories": [1_000, 1_000_000], "active": [50, 500, 5_000], "samples": 200, "warmup": 10}
 FULL |= {"sessions": [10, 10_000]}
@@ -399,7 +399,7 @@ def tool_schemas() -> str:
     from morphz.runtime.tools.workspace import workspace_tools
 
     tools = [*agent_tools(), *workspace_tools(), *shell_tools()]
-    return json.dumps([t.schema.to_dict() for t in tools], sort_keys=True)
+    return tools_text([t.schema.text for t in tools])
 
 
 class CacheMeters:

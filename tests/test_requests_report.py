@@ -61,7 +61,7 @@ def test_the_report_is_the_prefix_meter_over_the_requests_sent(tmp_path: Path) -
     assert len(seen) == 6
     meter = PrefixMeter()
     for request in seen:
-        meter.add(request_text(request.encoding, [t.to_dict() for t in request.tools]))
+        meter.add(request_text(request.encoding, [t.text for t in request.tools]))
     doc = _report(db, "--last", "2")
     first, second = doc["activations"]
     assert (first["requests"], first["measured"]) == (3, 2)  # the engine's first is not measured
@@ -102,3 +102,13 @@ def test_unknown_activation_and_empty_context(tmp_path: Path) -> None:
         main, ["context", "requests", "work", "--db", str(db), "--activation", "act-nope"]
     )
     assert missing.exit_code == 1 and "no activation 'act-nope'" in missing.stderr
+
+
+def test_request_tools_are_the_schemas_as_one_sorted_json_array(tmp_path: Path) -> None:
+    """Each schema is serialized once (``ToolSchema.text``); joined they are the bytes a
+    sorted dump of the whole list gives, which the meter and the benchmarks have always seen."""
+    schemas = [t.schema for t in build_tools(Settings()).offered(maintenance=False)]
+    assert len(schemas) > 3
+    whole = json.dumps([s.to_dict() for s in schemas], sort_keys=True)
+    assert request_text("(evaluate)", [s.text for s in schemas]) == f"{whole}\n(evaluate)"
+    assert request_text("x") == "[]\nx"

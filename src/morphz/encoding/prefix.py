@@ -12,18 +12,22 @@ cut and marked by a :class:`~morphz.encoding.blocks.CacheLayout`.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from morphz.encoding.blocks import CacheLayout
 
 
-def request_text(encoding: str, tools: Sequence[dict[str, Any]] = ()) -> str:
+def tools_text(tools: Sequence[str]) -> str:
+    """The tool schemas of a request as one JSON array, from each one's canonical JSON text
+    (``ToolSchema.text``): the bytes ``json.dumps(schemas, sort_keys=True)`` would give."""
+    return f"[{', '.join(tools)}]"
+
+
+def request_text(encoding: str, tools: Sequence[str] = ()) -> str:
     """A model request as a provider's prompt cache sees it: the tool schemas (first, as the
     providers place them), then the encoding (with ContextDelta, the seed and its increments)."""
-    return f"{json.dumps(list(tools), sort_keys=True)}\n{encoding}"
+    return f"{tools_text(tools)}\n{encoding}"
 
 
 _CHUNK = 4096

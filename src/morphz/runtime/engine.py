@@ -139,7 +139,7 @@ class Engine:
             budget=self.config.budget,
             calibration=self.calibration,
             counter=self.counter,
-            extra_parts=tuple(json.dumps(t.schema.to_dict()) for t in tools),
+            extra_parts=tuple(t.schema.text for t in tools),
             **fields,
         )
 
@@ -147,7 +147,7 @@ class Engine:
         """Record ``request`` as sent: its bytes as a provider's cache sees them (tool schemas,
         then the encoding) and how many of them began the previous request this engine sent
         (None for its first): the prefix-reuse meter of the run."""
-        text = request_text(request.encoding, [t.to_dict() for t in request.tools])
+        text = request_text(request.encoding, [t.text for t in request.tools])
         before = self.meter.reused
         share = self.meter.add(text)
         sent = self.meter.previous or b""  # the bytes the meter just kept: not encoded again
@@ -362,7 +362,7 @@ class _Run:
         the next engine (another process, a restart) starts calibrated."""
         if response.usage is not None:
             estimated = estimate_tokens(request.encoding) + sum(
-                estimate_tokens(json.dumps(t.to_dict())) for t in request.tools
+                estimate_tokens(t.text) for t in request.tools
             )
             self.e.calibration.update(estimated, response.usage.input_tokens)
             await asyncio.to_thread(

@@ -14,6 +14,7 @@ response or an authentication error.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -49,11 +50,17 @@ class BadResponseError(ProviderError):
 
 @dataclass(frozen=True, slots=True)
 class ToolSchema:
-    """A tool as offered to a model: name, description, JSON Schema of its arguments."""
+    """A tool as offered to a model: name, description, JSON Schema of its arguments. ``text``
+    is its canonical JSON (sorted keys), made once: what token figures count and the prefix
+    meter sees of it on every request."""
 
     name: str
     description: str
     parameters: dict[str, Any]
+    text: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", json.dumps(self.to_dict(), sort_keys=True))
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
