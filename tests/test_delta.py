@@ -16,6 +16,7 @@ from histories import STEP, Clock, History
 from morphz.capacity import Budget
 from morphz.encoding import DeltaEncoder, EncodeOptions, Encoding, PrefixMeter, common_prefix
 from morphz.encoding.compile import PRESSURE_SLACK, pressure_figures
+from morphz.encoding.protocol import PROTOCOL
 from morphz.encoding.tokens import count
 from morphz.txlang import SList, read, read_one
 from morphz.txlang.sexpr import quote, to_text
@@ -570,9 +571,10 @@ def reconstruct(request: str) -> dict[str, object]:
                 for entry in item.items[1:]:
                     assert isinstance(entry, SList)
                     target[_key(entry)] = to_text(entry)
-    withdrawn = [state, sessions, kernel, environment]
-    state, sessions, kernel, environment = [
-        {k: v for k, v in entries.items() if v != f"({k})"} for entries in withdrawn
+    # the protocol: only observation-state and session-directory entries are withdrawn by an
+    # entry with nothing after its head; in the kernel and the environment it is an empty entry
+    state, sessions = [
+        {k: v for k, v in entries.items() if v != f"({k})"} for entries in (state, sessions)
     ]
     return {
         "inbox": inbox, "frames": frames, "relations": relations, "checkpoints": checkpoints,
@@ -720,3 +722,55 @@ def _reorder(history: History, op: str, pick: int) -> None:
     if visible:
         where = "first" if pick % 2 else "last"
         tx(ctx, f"(place {visible[pick % len(visible)]} {where})")
+
+
+def test_a_new_evaluation_profile_or_capabilities_rebuilds_the_seed(ctx: morphz.Context) -> None:
+    """The evaluation-profile and cognitive-capabilities regions are seed content no increment
+    restates: a compile with another profile or capabilities is a new seed."""
+    ctx.observe("user_message", "deploy the service")
+    encoder = DeltaEncoder()
+    encoder.next(ctx.encode(replace(OPTS, profile="role: reviewer")))
+    request = encoder.next(ctx.encode(replace(OPTS, profile="role: deployer")))
+    assert (encoder.last, "role: deployer" in request) == ("seed-changed", True)
+    capable = ctx.encode(replace(OPTS, profile="role: deployer", capabilities="(can deploy)"))
+    assert "(cognitive-capabilities (can deploy))" in encoder.next(capable)
+    assert encoder.last == "seed-changed"
+    encoder.next(ctx.encode(replace(OPTS, profile="role: deployer", capabilities="(can deploy)")))
+    assert encoder.last == "increment"
+
+
+def test_a_rollback_that_changes_a_seed_frame_body_rebuilds_the_seed(ctx: morphz.Context) -> None:
+    """After a rollback the same revision number can carry another body: the seed's frame
+    changed, so the request is a new seed (not an `updated`, which for a seed frame is kept for
+    protection and remaining ticks)."""
+    tx(ctx, "(create plan (p a)) (checkpoint r1)")  # plan rev 1, body A
+    tx(ctx, "(revise plan (p b)) (checkpoint r2b)")  # rev 2, body B
+    tx(ctx, "(rollback r1)", reason="back to A")
+    tx(ctx, "(revise plan (p c))")  # rev 2, body C
+    encoder = DeltaEncoder()
+    assert "(frame plan (revision 2) (body (p c)))" in encoder.next(ctx.encode(OPTS))
+    tx(ctx, "(rollback r2b)", reason="back to B")  # rev 2 again, body B
+    request = encoder.next(ctx.encode(OPTS))
+    assert encoder.last == "seed-changed"
+    assert "(frame plan (revision 2) (body (p b)))" in request
+
+
+def test_an_emptied_kernel_entry_reads_as_empty_not_withdrawn(ctx: morphz.Context) -> None:
+    """When the last running activation finishes, the increment restates
+    `(running-activations)`: the protocol reads it as the (now empty) entry, and the kernel
+    read from the request keeps it, as the fresh encoding does."""
+    root = ctx.observe("user_message", "work in ops", session="ops")
+    act = ctx.start_activation("ops", root.ref, "work in ops")
+    encoder = DeltaEncoder()
+    encoder.next(ctx.encode(OPTS))
+    ctx.finish_activation(act)
+    fresh = ctx.encode(OPTS)
+    request = encoder.next(fresh)
+    assert encoder.last == "increment"
+    assert "(kernel-update (running-activations)" in request
+    read_back = reconstruct(request)["kernel"]
+    assert isinstance(read_back, dict)
+    assert read_back["running-activations"] == "(running-activations)"
+    assert "is empty" in PROTOCOL and "(running-activations) is empty" in PROTOCOL.replace(
+        "\n", " "
+    )

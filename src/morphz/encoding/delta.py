@@ -14,7 +14,9 @@ revised or retiring is restated (``updated``); observations and frames that left
 named (``retired``), edges removed (``unrelated``), checkpoints dropped
 (``dropped-checkpoints``). A change to the seed's own content (one of its observations retired,
 one of its frames revised, retired, restored or moved, one of its relations removed, one of its
-checkpoints dropped) rebuilds the seed. So does a change to the mind order that increments cannot
+checkpoints dropped; a frame's body or sources changed without a new revision, as a rollback
+does) rebuilds the seed, and so does a new evaluation profile or cognitive-capabilities region.
+So does a change to the mind order that increments cannot
 state (they append new frames at its end): moving a frame an increment brought, or a frame that
 comes back, restored or placed, before frames already sent, or an observation restored before
 observations already sent. And so does a new preview threshold
@@ -37,6 +39,7 @@ from morphz.encoding import render
 from morphz.encoding.blocks import CacheLayout, encoding_layout
 from morphz.encoding.compile import ActiveState, Encoding, pressure_figures, sent_pressure
 from morphz.ids import make_ref
+from morphz.mind.state import Frame
 
 # regions whose items an increment restates when they change, and the increment's name for them
 _TRACKED = {
@@ -47,10 +50,19 @@ _TRACKED = {
 }
 
 
+# a frame as sent: (revision, lifecycle, pos, body, sources). A rollback can bring back another
+# body under the same revision number, so the revision alone does not identify what was shown.
+_Shown = tuple[int, str, float, str, tuple[str, ...]]
+
+
+def _shown(f: Frame) -> _Shown:
+    return (f.revision, f.lifecycle, f.pos, f.body, f.sources)
+
+
 @dataclass(slots=True)
 class DeltaState:
     observations: dict[int, bool]  # seq -> protected, as sent
-    frames: dict[str, tuple[int, str, float]]  # id -> (revision, lifecycle, pos), as sent
+    frames: dict[str, _Shown]  # id -> what the seed and increments show of it
     frame_texts: dict[str, str]  # id -> the rendered frame, as sent
     relations: set[tuple[str, str, str]]
     checkpoints: tuple[str, ...]
@@ -76,7 +88,7 @@ def _snapshot(encoding: Encoding) -> DeltaState:
     state = encoding.state
     return DeltaState(
         {o.seq: o.protected for o in state.observations},
-        {f.id: (f.revision, f.lifecycle, f.pos) for f in state.frames},
+        {f.id: _shown(f) for f in state.frames},
         dict(zip((f.id for f in state.frames), encoding.frame_lines, strict=True)),
         set(state.relations),
         state.checkpoints,
@@ -104,6 +116,7 @@ class DeltaEncoder:
         self._seed_layout: CacheLayout | None = None
         self._cuts: list[int] = []  # where each increment of the current request starts
         self._threshold = 0  # the seed's preview threshold
+        self._harness: tuple[str | None, str | None] = (None, None)  # profile, capabilities
 
     @property
     def layout(self) -> CacheLayout:
@@ -116,7 +129,7 @@ class DeltaEncoder:
         """The request for ``encoding`` (a fresh compile of the current state)."""
         if self.text is None or self.sent is None:
             return self._reseed(encoding, "first")
-        if self._touches_seed(encoding.state):
+        if self._touches_seed(encoding.state) or _harness(encoding) != self._harness:
             return self._reseed(encoding, "seed-changed")
         if encoding.view.preview_threshold != self._threshold:  # the inbox renders anew
             return self._reseed(encoding, "preview-threshold")
@@ -150,7 +163,7 @@ class DeltaEncoder:
             layout = layout.anchored(encoding.text, self.text, self.layout.marks)
         self.text, self.pressure = encoding.text, encoding.pressure
         self.sent = self.seed = _snapshot(encoding)
-        self._threshold = encoding.view.preview_threshold
+        self._threshold, self._harness = encoding.view.preview_threshold, _harness(encoding)
         self._seed_layout, self._cuts = layout, []
         self.rebuilds += 1
         return self.text
@@ -170,19 +183,24 @@ class DeltaEncoder:
             seq < newest for seq in active if seq not in sent.observations
         ):
             return True
-        frames = {f.id: (f.revision, f.lifecycle, f.pos) for f in state.frames}
+        frames = {f.id: _shown(f) for f in state.frames}
         if any(frames.get(fid) != was for fid, was in seed.frames.items()):
             return True
-        for fid, (_, _, pos) in sent.frames.items():
-            if fid in frames and frames[fid][2] != pos:
+        for fid, shown in sent.frames.items():
+            if fid in frames and frames[fid][2] != shown[2]:
                 return True
         # a frame new to the request is appended to the mind: it must stand after all sent
-        last = max((pos for _, _, pos in sent.frames.values()), default=None)
+        last = max((shown[2] for shown in sent.frames.values()), default=None)
         if last is not None and any(f.pos < last for f in state.frames if f.id not in sent.frames):
             return True
         if not seed.relations <= set(state.relations):
             return True
         return not set(seed.checkpoints) <= set(state.checkpoints)
+
+
+def _harness(encoding: Encoding) -> tuple[str | None, str | None]:
+    """The seed regions no increment restates: the evaluation profile and the capabilities."""
+    return encoding.options.profile, encoding.options.capabilities
 
 
 def _changes(encoding: Encoding, sent: DeltaState, now: DeltaState) -> list[str]:
@@ -239,7 +257,9 @@ def _increment(changes: list[str], sent: DeltaState, now: DeltaState) -> str:
 def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
     """The items of ``after`` that differ from ``before``; an entry that disappeared (an
     observation no longer protected nor cited, a session no longer shown, the exclusion note)
-    is restated as its key alone: ``(@e12)``, ``(session ops)``, ``(excluded)``."""
+    is restated as its key alone: ``(@e12)``, ``(session ops)``, ``(excluded)``. Only those
+    regions lose entries: the kernel and the environment always have every one, so there an
+    entry with nothing after its head, like ``(running-activations)``, is one that is empty."""
     out = [text for key, text in after.items() if before.get(key) != text]
     out.extend(f"({key})" for key in before if key not in after)
     return out

@@ -98,5 +98,6 @@ new checkpoints. retired: observations and frames an increment brought that left
 (retired, or undone by a rollback; recall still reads them). unrelated: edges removed.
 dropped-checkpoints: checkpoints dropped. observation-state-update, session-directory-update,
 kernel-update, environment-update: entries that replace the entry with the same head (for
-sessions, the same session); an entry with nothing after its head, like (@e12) or (session ops),
-is withdrawn."))"""
+sessions, the same session). In observation-state-update and session-directory-update an entry
+with nothing after its head, like (@e12), (session ops) or (excluded), is withdrawn; the kernel
+and the environment always have every entry, so there one like (running-activations) is empty."))"""
