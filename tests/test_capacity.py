@@ -7,7 +7,7 @@ import random
 from collections.abc import Callable
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import morphz
@@ -294,3 +294,23 @@ def test_a_context_keeps_its_calibration_per_model(ctx: morphz.Context) -> None:
     assert ctx.calibration("anthropic:other").samples == 0  # per model
     assert ctx.status().version == 0  # a runtime setting: no mind change, no event
     assert [e.kind for e in ctx.events()] == []
+
+
+@given(
+    hard=st.integers(1_000, 2_000_000),
+    notice=st.integers(1, 49),
+    warning=st.integers(50, 99),
+)
+@example(hard=200_000, notice=29, warning=58)  # float products 57,999.99... and 115,999.99...
+def test_thresholds_are_the_ratios_as_written_times_hard(
+    hard: int, notice: int, warning: int
+) -> None:
+    """notice = floor(notice_ratio x hard) with the ratio read as the decimal written (0.58 x
+    200,000 is 116,000, though the float product is 115,999.99...)."""
+    budget = Budget(
+        window=hard, output_reserve=0, reserve=0,
+        notice_ratio=notice / 100, warning_ratio=warning / 100,
+    )  # fmt: skip
+    assert budget.notice == hard * notice // 100
+    assert budget.warning == min(budget.critical, hard * warning // 100)
+    assert budget.level(budget.warning - 1) != "warning"

@@ -9,8 +9,10 @@ protected observations, then the oldest unprotected observations that fit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Literal
 
 from morphz.checks import check_whole
@@ -18,6 +20,12 @@ from morphz.errors import InputError
 
 Level = Literal["normal", "notice", "warning", "critical"]
 LEVELS: tuple[Level, ...] = ("normal", "notice", "warning", "critical")  # in rising order
+
+
+def _share(tokens: int, ratio: float) -> int:
+    """``ratio`` x ``tokens``, rounded down, with the ratio read as the decimal it was written
+    as: 0.58 x 200,000 is 116,000 (the float product, 115,999.99..., would truncate to 115,999)."""
+    return math.floor(Fraction(repr(ratio)) * tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +67,11 @@ class Budget:
 
     @property
     def warning(self) -> int:
-        return min(self.critical, int(self.hard * self.warning_ratio))
+        return min(self.critical, _share(self.hard, self.warning_ratio))
 
     @property
     def notice(self) -> int:
-        return min(self.warning, int(self.hard * self.notice_ratio))
+        return min(self.warning, _share(self.hard, self.notice_ratio))
 
     def level(self, tokens: int) -> Level:
         if tokens >= self.critical:

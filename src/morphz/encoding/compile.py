@@ -18,7 +18,7 @@ from morphz.checks import check_id
 from morphz.encoding import render
 from morphz.encoding.protocol import PROTOCOL
 from morphz.encoding.sessions import SessionPlan, horizon, plan_sessions
-from morphz.encoding.tokens import Calibration, Counter, count, figure, part_tokens
+from morphz.encoding.tokens import Calibration, Counter, figure, part_tokens
 from morphz.encoding.view import View, stored_view
 from morphz.errors import InputError, ParseError
 from morphz.ids import make_ref
@@ -200,9 +200,9 @@ def sent_pressure(encoding: Encoding, text: str, framing: int = 0) -> Pressure:
     parts ``encoding`` was measured with, counted the way the compile counts, plus ``framing``
     tokens (what a provider adds around the messages the increments travel in)."""
     opts = encoding.options
-    measured = count([text, *opts.extra_parts], opts.calibration, opts.counter)
-    tokens = measured.tokens + framing + PRESSURE_SLACK
-    return pressure(tokens, measured.kind, encoding.pressure.budget)
+    parts = sum(part_tokens(p, opts.counter) for p in (text, *opts.extra_parts))
+    measured = figure(parts + PRESSURE_SLACK, opts.calibration, opts.counter)
+    return pressure(measured.tokens + framing, measured.kind, encoding.pressure.budget)
 
 
 def pressure_figures(p: Pressure) -> str:
@@ -282,8 +282,10 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     sizes = {name: part_tokens(text, opts.counter) for name, text in (*parts, *tail)}
     draft = part_tokens(render.region("kernel", _kernel(r, opts, running, "")), opts.counter)
     extra = sum(part_tokens(p, opts.counter) for p in opts.extra_parts)
-    measured = figure(sum(sizes.values()) + draft + extra, opts.calibration, opts.counter)
-    level = pressure(measured.tokens + PRESSURE_SLACK, measured.kind, budget)
+    # the figures' own text is counted (and calibrated) like the rest, as the slack for it
+    raw = sum(sizes.values()) + draft + extra + PRESSURE_SLACK
+    measured = figure(raw, opts.calibration, opts.counter)
+    level = pressure(measured.tokens, measured.kind, budget)
     items["kernel"] = _kernel(r, opts, running, pressure_figures(level))
     parts.append(("kernel", render.region("kernel", items["kernel"])))
     sizes["kernel"] = part_tokens(parts[-1][1], opts.counter)

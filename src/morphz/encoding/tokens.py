@@ -4,6 +4,7 @@ and an exact tokenizer when one is installed."""
 from __future__ import annotations
 
 import functools
+import math
 import re
 import threading
 from collections import OrderedDict
@@ -37,10 +38,23 @@ def wide_characters(text: str) -> int:
     return wide + (len(_WIDE_AFTER_E2.findall(data)) if b"\xe2" in data else 0)
 
 
+# The reported/estimated ratios one provider report may teach. Real tokenizers stay well inside
+# (prose about 0.8, code and JSON 1.2-2, hex or base64 up to about 2.7); a report outside is a
+# provider counting something else (only the uncached part, a whole batch), and believed as is it
+# would make every later figure vanish or, saved with the context, refuse every later request.
+RATIO_BOUNDS = (0.5, 4.0)
+
+
+def _bounded(ratio: float) -> float:
+    low, high = RATIO_BOUNDS
+    return min(max(ratio, low), high) if math.isfinite(ratio) else 1.0
+
+
 @dataclass(slots=True)
 class Calibration:
     """Scales estimates by what a provider reported: an exponentially weighted ratio of reported
-    input tokens to estimated ones (weight ``alpha`` for the newest sample)."""
+    input tokens to estimated ones (weight ``alpha`` for the newest sample), each sample held
+    within :data:`RATIO_BOUNDS`."""
 
     factor: float = 1.0
     samples: int = 0
@@ -49,7 +63,7 @@ class Calibration:
     def update(self, estimated: int, reported: int) -> None:
         if estimated <= 0 or reported <= 0:
             return
-        ratio = reported / estimated
+        ratio = _bounded(reported / estimated)
         self.factor = (
             ratio if self.samples == 0 else (1 - self.alpha) * self.factor + self.alpha * ratio
         )
@@ -67,7 +81,8 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Calibration:
-        return cls(float(data["factor"]), int(data["samples"]), float(data.get("alpha", 0.3)))
+        factor = _bounded(float(data["factor"]))  # one saved before the bounds were kept
+        return cls(factor, int(data["samples"]), float(data.get("alpha", 0.3)))
 
 
 Counter = Callable[[str], int]
