@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 import morphz
+from histories import Clock as HistoryClock
 from morphz import events as ev
 from morphz.capacity import Budget
 from morphz.encoding.tokens import estimate_tokens
@@ -542,6 +543,52 @@ def test_a_batch_is_served_whenever_the_minimum_request_fits(
     assert {t.name for t in requests[0].tools} == AGENT_TOOLS
     assert _request_tokens(requests[0]) <= budget.hard
     assert ctx.event(result.events[0]).ref in {s.ref for s in inbox_of(requests[0].encoding)}
+
+
+def _batch_run(
+    path: Path, workspace: Path, hard: int
+) -> tuple[list[int], ActivationResult, list[ModelRequest]]:
+    """A maintenance run on a fresh store whose hard limit is ``hard``: the tokens of every
+    batch compiled (the first is the minimum request), the result, and what the model saw."""
+    db = morphz.open(path, now=HistoryClock())
+    try:
+        ctx = db.context("context-default", create=True)
+        import_history(ctx)
+        ctx.set_budget(Budget(window=32_000, output_reserve=0, configured=hard, reserve=100))
+        batches: list[int] = []
+        compile_encoding = ctx.encode
+
+        def recording(*args: Any, **kwargs: Any) -> Any:
+            encoding = compile_encoding(*args, **kwargs)
+            if encoding.options.only_observations is not None:
+                batches.append(encoding.tokens)
+            return encoding
+
+        ctx.encode = recording  # type: ignore[method-assign]
+        seen: list[ModelRequest] = []
+
+        def answer(request: ModelRequest) -> ModelResponse:
+            seen.append(request)
+            return reply("seen")
+
+        eng = engine(ctx, FunctionModel(answer), workspace)
+        eng.clock = lambda: "2026-08-04T10:00:00+00:00"
+        return batches, run(eng.run("Tidy up.", session="ops")), seen
+    finally:
+        db.close()
+
+
+def test_the_minimum_is_served_when_only_it_fits(tmp_path: Path, workspace: Path) -> None:
+    """DESIGN §10: the activation fails only when even the minimum request cannot fit. With
+    the hard limit 5 tokens above the minimum, the allowance kept for the session-directory
+    refs of optional observations leaves no room for any: the minimum alone is the batch."""
+    probe, _, _ = _batch_run(tmp_path / "probe.db", workspace, 3_000)
+    minimum = probe[0]
+    batches, result, seen = _batch_run(tmp_path / "real.db", workspace, minimum + 5)
+    assert batches[0] == minimum
+    assert result.state == "delivered", result.reason
+    (request,) = seen
+    assert _request_tokens(request) <= minimum + 5
 
 
 def test_a_batch_is_checked_against_the_hard_limit(

@@ -303,13 +303,16 @@ class _Run:
         costs = _observation_costs(full, factor)
         rest = [o for o in inbox if o.seq not in must]
         optional = [Item(o.seq, costs[o.seq]) for o in rest]
-        fixed = minimum.tokens + _directory_allowance(rest, factor)
         hard = full.pressure.budget.hard
-        batch = select_batch(optional, fixed, hard, set())
-        if not batch.fits:
-            self._pending_failure = batch.reason
+        floor = select_batch([], minimum.tokens, hard, set())  # the minimum, as compiled
+        if not floor.fits:
+            self._pending_failure = floor.reason
             return None
-        shown = set(batch.seqs)
+        # with room left, the oldest optional ones, each allowing for its directory ref; when
+        # even that allowance does not fit, the minimum alone is the batch
+        fixed = minimum.tokens + _directory_allowance(rest, factor)
+        batch = select_batch(optional, fixed, hard, set())
+        shown = set(batch.seqs) if batch.fits else set()
         return await self._fit(minimum, must, [i for i in optional if i.seq in shown], hard)
 
     async def _fit(
