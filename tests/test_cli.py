@@ -407,3 +407,18 @@ def test_every_command_has_a_docs_heading() -> None:
         p for p in paths if not re.search(rf"^##+ .*{re.escape(p)}(\s|$)", doc, re.MULTILINE)
     ]
     assert not missing, f"docs/cli.md has no heading for {missing}"
+
+
+def test_status_budget_and_encoding_state_the_same_pressure(cli: Cli) -> None:
+    """The three commands compile the same default encoding at the machine's local time, so
+    they agree on the figure; the budget puts critical exactly at it, so a figure off by one
+    token in any of them would also show another level."""
+    cli("context", "create")
+    cli("context", "observe", "--kind", "user_message", "--text", "prepare the deployment")
+    tokens = cli.json("context", "status")["pressure"]["tokens"]
+    cli("context", "budget", "--limit", str(tokens + 100), "--reserve", "100")
+    status = cli.json("context", "status")["pressure"]
+    budget = cli.json("context", "budget")["pressure"]
+    encoding = cli.json("context", "encoding")["pressure"]
+    assert status == budget == encoding
+    assert (status["level"], status["tokens"]) == ("critical", tokens)

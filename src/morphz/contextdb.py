@@ -71,8 +71,10 @@ class Context:
         with self.db.store.read(self.id) as r:
             return r.row.version
 
-    def status(self) -> Status:
-        """Counts, versions and the context pressure of the default encoding."""
+    def status(self, *, local_time: str | None = None) -> Status:
+        """Counts, versions and the context pressure of the default encoding, compiled at
+        ``local_time`` (an ISO time; it also anchors the session window) as ``encode`` would
+        compile it, so the two state the same figure."""
         from morphz.encoding.compile import EncodeOptions, compile_encoding
 
         with self.db.store.read(self.id) as r:
@@ -95,7 +97,9 @@ class Context:
                 sessions=len(r.session_rows()),
                 checkpoints=len(r.active.checkpoint_names()),
                 running_activations=len(r.activations(running_only=True)),
-                pressure=compile_encoding(r, EncodeOptions()).pressure.to_dict(),
+                pressure=compile_encoding(
+                    r, EncodeOptions(local_time=local_time or "unknown")
+                ).pressure.to_dict(),
             )
 
     def mind(self, *, all_observations: bool = False) -> Mind:

@@ -12,6 +12,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn, TextIO, TypeVar
 
@@ -52,6 +53,12 @@ def report_error(exc: morphz.MorphzError, fmt: str) -> None:
 
 def _json(data: Any) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def local_now() -> str:
+    """This machine's local time, as every command that compiles an encoding states it (so
+    `context status` and `context encoding` show the same pressure for the same state)."""
+    return datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 def emit(fmt: str, data: Any, text: Callable[[], str]) -> None:
@@ -147,7 +154,7 @@ def context_group() -> None:
 def create_command(*, context_id: str, window: int | None, db_path: str, fmt: str) -> None:
     """Create context CTX (default: context-default)."""
     with morphz.open(db_path) as db:
-        status = db.create_context(context_id, window=window).status()
+        status = db.create_context(context_id, window=window).status(local_time=local_now())
     emit(
         fmt, status.to_dict(), lambda: f"created context {status.context}\n" + render.status(status)
     )
@@ -159,7 +166,8 @@ def create_command(*, context_id: str, window: int | None, db_path: str, fmt: st
 def list_command(*, db_path: str, fmt: str) -> None:
     """List the contexts of the store."""
     with morphz.open(db_path, create=False) as db:
-        statuses = [db.context(name).status() for name in db.contexts()]
+        now = local_now()
+        statuses = [db.context(name).status(local_time=now) for name in db.contexts()]
     emit(fmt, [s.to_dict() for s in statuses], lambda: render.contexts(statuses))
 
 
@@ -234,7 +242,7 @@ def tx_command(*, context_id: str, tx_file: TextIO, session: str, db_path: str, 
 def status_command(*, context_id: str, db_path: str, fmt: str) -> None:
     """Version, clock, counts and head hash of CTX."""
     with open_context(db_path, context_id) as ctx:
-        status = ctx.status()
+        status = ctx.status(local_time=local_now())
     emit(fmt, status.to_dict(), lambda: render.status(status))
 
 

@@ -7,7 +7,6 @@ docs/cli.md.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 import click
@@ -24,6 +23,7 @@ from morphz.interfaces.cli import (
     db_option,
     emit,
     format_option,
+    local_now,
     open_context,
 )
 from morphz.runtime.report import pick_activations, request_stats, total
@@ -64,7 +64,7 @@ def encoding_command(
     the total is: exact, calibrated or estimated), the context pressure, the session working
     set, and where a request sending it is cut into blocks and marked for a provider's prompt
     cache."""
-    local_time = datetime.now().astimezone().isoformat(timespec="seconds")
+    local_time = local_now()
     with open_context(db_path, context_id) as ctx:
         limits = ctx.budget()
         if budget is not None:
@@ -118,7 +118,7 @@ def budget_command(
         if changed is not None:
             current = Budget.from_dict(changed)
             ctx.set_budget(current)
-        pressure = ctx.status().pressure
+        pressure = ctx.status(local_time=local_now()).pressure
     emit(
         fmt,
         {"budget": current.to_dict(), "pressure": pressure},
