@@ -4,6 +4,7 @@ kernel."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import tempfile
 from collections.abc import Callable
@@ -11,7 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import morphz
@@ -532,6 +533,41 @@ def test_sessions_are_demoted_then_omitted_under_the_token_budget(ctx: morphz.Co
     none_left = ctx.encode(session_tokens=1)  # the current session is always shown in full
     assert _directory(none_left) == [("default", "full")]
     assert "(excluded (over-token-budget 2))" in none_left.region("session-directory")
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    sizes=st.lists(st.integers(0, 30), min_size=1, max_size=6),
+    names=st.lists(st.integers(1, 40), min_size=6, max_size=6),
+    budget=st.integers(0, 400),
+)
+@example(sizes=[0, 0], names=[1, 40, 1, 1, 1, 1], budget=52)  # an older, shorter one fit
+def test_directory_levels_only_fall_with_recency(
+    open_db: Callable[[], morphz.Database], sizes: list[int], names: list[int], budget: int
+) -> None:
+    """Whatever the sessions' sizes and id lengths: the current session in full, then the others
+    most recent first, each shown at most as richly as the one before it (full, metadata, left
+    out), within the directory's token budget (the current session aside)."""
+    db = open_db()
+    ctx = db.context(f"c{len(db.contexts())}", create=True)
+    for index, size in enumerate(sizes):
+        sid = f"s{index}-" + "x" * names[index]
+        for n in range(size + 1):
+            ctx.observe("tool_result", f"result {n}", session=sid)
+    ctx.observe("user_message", "mine")
+    plan = ctx.encode(session_tokens=budget).sessions
+    levels = [level for sid, level, _ in plan.entries]
+    assert plan.entries[0][:2] == ("default", "full")
+    rank = {"full": 2, "metadata": 1}
+    assert all(rank[a] >= rank[b] for a, b in itertools.pairwise(levels[1:]))
+    assert sum(estimate_tokens(text) for _, _, text in plan.entries[1:]) <= budget
+    omitted = len(sizes) - (len(plan.entries) - 1)
+    assert plan.excluded.get("over-token-budget", 0) == omitted
+    shown = [sid for sid, _, _ in plan.entries[1:]]
+    recency = [f"s{i}-" + "x" * names[i] for i in reversed(range(len(sizes)))]
+    assert shown == recency[: len(shown)]  # a prefix of the most recent: none skipped
 
 
 def test_running_work_shows_in_the_directory_and_kernel(ctx: morphz.Context) -> None:

@@ -85,7 +85,9 @@ def plan_sessions(
 ) -> SessionPlan:
     """The directory for the sessions the store selected (:meth:`ActiveStore.session_window`:
     the current one, then the most recent inside the time window, up to the count), shown in
-    full, then as metadata, within the directory's token budget."""
+    full, then as metadata, within the directory's token budget. The current session is always
+    shown in full; for the others the level only falls with recency: once one is shown as
+    metadata no older one is shown in full, and once one is left out every older one is too."""
     refs: dict[str, list[str]] = {}
     for obs in observations:
         refs.setdefault(obs.session_id, []).append(f"@e{obs.seq}")
@@ -101,15 +103,21 @@ def plan_sessions(
     ):
         if n > 0:
             plan.excluded[reason] = n
-    spent = 0
+    spent, richest = 0, "full"  # levels only fall with recency: no older session gets more
     for row in window.rows:
-        text = _full(row, refs.get(row.session_id, []), busy.get(row.session_id, 0))
-        level = "full"
-        if row.session_id != current and spent + estimate_tokens(text) > view.session_tokens:
-            text, level = _metadata(row), "metadata"
+        text, level = "", richest
+        if row.session_id == current or level == "full":
+            text = _full(row, refs.get(row.session_id, []), busy.get(row.session_id, 0))
+            level = "full"
+            if row.session_id != current and spent + estimate_tokens(text) > view.session_tokens:
+                level = richest = "metadata"
+        if row.session_id != current and level == "metadata":
+            text = _metadata(row)
             if spent + estimate_tokens(text) > view.session_tokens:
-                plan.excluded["over-token-budget"] = plan.excluded.get("over-token-budget", 0) + 1
-                continue
+                level = richest = "omitted"
+        if level == "omitted":
+            plan.excluded["over-token-budget"] = plan.excluded.get("over-token-budget", 0) + 1
+            continue
         spent += estimate_tokens(text)
         plan.entries.append((row.session_id, level, text))
     return plan
