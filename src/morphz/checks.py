@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from morphz.errors import InputError
 from morphz.ids import describe_id_rules, is_id, is_ref, ref_seq
 from morphz.mind.lifecycle import MAX_WINDOW
+from morphz.txlang.sexpr import surrogate_message, unicode_problem
 
 
 def utc_now() -> datetime:
@@ -36,6 +37,19 @@ def normalize_time(value: datetime | str | None, what: str = "time") -> str | No
             f"{what} {value!s} has no UTC offset: add one, e.g. 2026-08-04T09:00:00+08:00 or Z"
         )
     return parsed.isoformat()
+
+
+def check_text(value: str, what: str) -> str:
+    """``value`` when it is valid Unicode text, else an InputError saying where it is not."""
+    problem = unicode_problem(value)
+    if problem is not None:
+        raise InputError(f"{what}: {problem[1]}")
+    return value
+
+
+def not_unicode(exc: UnicodeEncodeError, what: str) -> InputError:
+    """The InputError for text a UTF-8 encoding refused (``exc``), naming ``what`` it was."""
+    return InputError(f"{what}: {surrogate_message(exc)}")
 
 
 def check_id(value: str, what: str) -> str:

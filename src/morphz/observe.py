@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from morphz import events as ev
+from morphz.checks import check_text
 from morphz.errors import HistoryImportError, InputError, MorphzError
 from morphz.mind import OBSERVATION_KINDS, Changes, Overlay, chain_head, ensure_session
 from morphz.mind.state import ObsState
@@ -49,9 +50,10 @@ def check_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not isinstance(meta, Mapping):
         raise InputError("meta must be a JSON object (a mapping)")
     try:
-        json.dumps(meta)
+        text = json.dumps(meta, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise InputError(f"meta must be JSON-serializable: {exc}") from exc
+    check_text(text, "meta")
     return dict(meta)
 
 
@@ -63,6 +65,7 @@ def check(item: Observation) -> Checked:
         raise InputError(f"unknown observation kind {item.kind!r}: use one of {kinds}")
     if not isinstance(item.text, str):
         raise InputError("observation text must be a string")
+    check_text(item.text, "observation text")
     return Checked(item.kind, item.text, normalize_time(item.time), check_meta(item.meta))
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from morphz.capacity import Budget, Pressure, pressure
-from morphz.checks import check_id
+from morphz.checks import check_id, not_unicode
 from morphz.encoding import render
 from morphz.encoding.protocol import PROTOCOL
 from morphz.encoding.sessions import SessionPlan, horizon, plan_sessions
@@ -323,6 +323,15 @@ def _check(opts: EncodeOptions) -> None:
             raise InputError(f"the authority of {tool} must be allow, ask or deny, not {policy!r}")
 
 
+def _utf8(text: str, region: str) -> bytes:
+    """``text`` as UTF-8; text that is not valid Unicode can only come from the options (the
+    store refuses it), so the error names them."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError as exc:
+        raise not_unicode(exc, f"the encoding options (in the {region} region)") from exc
+
+
 def _assemble(
     parts: list[tuple[str, str]], sizes: Mapping[str, int], opts: EncodeOptions
 ) -> tuple[str, tuple[Region, ...]]:
@@ -333,7 +342,7 @@ def _assemble(
     regions: list[Region] = []
     offset = len(pieces[0])
     for index, (name, text) in enumerate(parts):
-        size = len(text.encode())
+        size = len(_utf8(text, name))
         tokens = figure(sizes[name], opts.calibration, opts.counter).tokens
         regions.append(Region(name, offset, offset + size, tokens))
         separator = "\n" if index < len(parts) - 1 else ")\n"

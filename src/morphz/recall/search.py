@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from morphz import events as ev
-from morphz.checks import check_whole
+from morphz.checks import check_text, check_whole
 from morphz.errors import InputError
 from morphz.ids import make_ref
 from morphz.mind.lifecycle import OBSERVATION_KINDS
@@ -158,7 +158,7 @@ def search(
     check_whole(limit, "limit", 1, MAX_LIMIT)
     since_us, until_us = _time_arg(since, "since"), _time_arg(until, "until")
     filters = _filters(since_us, until_us, kinds, lifecycle)
-    terms = query_terms(query) if query else []
+    terms = query_terms(check_text(query, "the query")) if query else []
     if not terms and since_us is None and until_us is None:
         if query:
             raise InputError(

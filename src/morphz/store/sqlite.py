@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
+from morphz.checks import not_unicode
 from morphz.errors import (
     ContextExistsError,
     ContextNotFoundError,
@@ -231,6 +232,8 @@ class SqliteStore:
                     conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
                     raise StoreError(f"write to {self.path} failed: {exc}") from exc
+                if isinstance(exc, UnicodeEncodeError):
+                    raise not_unicode(exc, "text given to the store") from exc
                 raise
 
     @contextmanager
@@ -254,6 +257,8 @@ class SqliteStore:
             if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
                 raise StoreBusyError(f"the store {self.path} is locked: {exc}") from exc
             raise StoreError(f"read from {self.path} failed: {exc}") from exc
+        except UnicodeEncodeError as exc:
+            raise not_unicode(exc, "text given to the store") from exc
 
     def integrity_check(self) -> list[str]:
         rows = self._reader().execute("PRAGMA integrity_check").fetchall()

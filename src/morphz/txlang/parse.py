@@ -25,6 +25,7 @@ from morphz.txlang.sexpr import (
     quote,
     read_one,
     source_text_seq,
+    unicode_problem,
 )
 
 _MAX_BASE_VERSION = 2**62
@@ -241,6 +242,9 @@ def parse_tx(text: str) -> o.Tx:
     Raises only :class:`ParseError`. Use :func:`morphz.txlang.read_tx` to also check the rules
     of :mod:`morphz.txlang.validate`.
     """
+    problem = unicode_problem(text) if isinstance(text, str) else None
+    if problem is not None:
+        raise _Ctx(text).error(problem[0], problem[1])
     tx = _parse_canonical(text)
     if tx is not None:
         return tx

@@ -271,3 +271,22 @@ def walk(expr: SExpr) -> Iterator[SExpr]:
     if isinstance(expr, SList):
         for item in expr.items:
             yield from walk(item)
+
+
+def unicode_problem(value: str) -> tuple[int, str] | None:
+    """Where ``value`` stops being valid Unicode text (a lone surrogate, which no UTF-8 store
+    or provider accepts): (index, message), or None when it is valid."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start, surrogate_message(exc)
+    return None
+
+
+def surrogate_message(exc: UnicodeEncodeError) -> str:
+    """What is wrong with the text ``exc`` (UTF-8 encoding) refused, and what to do."""
+    char = exc.object[exc.start]
+    return (
+        f"a lone surrogate U+{ord(char):04X} at character {exc.start} is not valid Unicode "
+        "text: remove it, or decode the source bytes with errors='replace'"
+    )
