@@ -422,3 +422,14 @@ def test_status_budget_and_encoding_state_the_same_pressure(cli: Cli) -> None:
     encoding = cli.json("context", "encoding")["pressure"]
     assert status == budget == encoding
     assert (status["level"], status["tokens"]) == ("critical", tokens)
+
+
+def test_text_output_keeps_escape_sequences_of_stored_text(cli: Cli) -> None:
+    """A tool result with colour codes comes out as stored, and as a model is sent it, in the
+    text output of `context encoding` and `context recall read` (click strips ANSI escape
+    sequences from output that is not a terminal unless told otherwise)."""
+    text = "\x1b[31mERROR\x1b[0m build failed"
+    cli("context", "create")
+    cli("context", "observe", "--kind", "tool_result", "--text", text)
+    assert f'(text "{text}")' in cli("context", "encoding").stdout_bytes.decode()
+    assert cli("context", "recall", "read", "@e1").stdout_bytes.decode().startswith(text)

@@ -724,3 +724,26 @@ def test_what_the_encoding_shows_bare_must_be_an_id(
     """Was: ``--session "bad id!"`` rendered ``(session bad id!)`` into the kernel."""
     with pytest.raises(morphz.InputError, match=re.escape(says)):
         ctx.encode(**options)
+
+
+def test_the_deepest_body_a_transaction_accepts_gives_an_encoding_that_reads_back(
+    ctx: morphz.Context,
+) -> None:
+    """A body sits 2 lists deeper in an encoding than in its transaction: a transaction may
+    nest a body's lists at most MAX_BODY_DEPTH deep, so every encoding (and increment) of an
+    accepted state reads back with the project's reader."""
+    from morphz.errors import InputError, ValidationError
+    from morphz.txlang.sexpr import MAX_DEPTH
+    from morphz.txlang.validate import MAX_BODY_DEPTH
+
+    def body(depth: int) -> str:
+        return "(a " * depth + "x" + ")" * depth
+
+    with pytest.raises(ValidationError, match=f"deeper than {MAX_BODY_DEPTH} levels"):
+        tx(ctx, f"(create deep {body(MAX_BODY_DEPTH + 1)})")
+    for op in ("create deep", "derive cited (from deep)"):
+        tx(ctx, f"({op} {body(MAX_BODY_DEPTH)})")
+    read_one(ctx.encode().text)
+    with pytest.raises(InputError, match=f"deeper than {MAX_DEPTH - 2} levels"):
+        ctx.encode(capabilities=body(MAX_DEPTH - 1))
+    read_one(ctx.encode(capabilities=body(MAX_DEPTH - 2)).text)

@@ -29,6 +29,7 @@ from morphz.txlang.sexpr import (
     read_one,
     to_text_seq,
 )
+from morphz.txlang.validate import MAX_BODY_DEPTH
 
 # The two context-tx examples of the seed documents, verbatim (see test_seed_examples.py).
 SEED_TX_1 = """(context-tx
@@ -404,19 +405,23 @@ def test_refused_envelope_names_line_and_column(
     assert (err.line, err.column) == (line, column), err.message
 
 
-@pytest.mark.parametrize("depth", [MAX_DEPTH - 2, MAX_DEPTH - 1, 3000])
+@pytest.mark.parametrize("depth", [MAX_DEPTH - 4, MAX_DEPTH - 2, MAX_DEPTH - 1, 3000])
 def test_deeply_nested_body_is_parsed_or_refused_with_parse_error(depth: int) -> None:
     """Arbitrary text raises nothing but ParseError, however deeply it nests; nesting within
-    the reader's limit (the envelope and the operation take two levels) parses and prints."""
+    the reader's limit (the envelope and the operation take two levels) parses and prints.
+    Validation (read_tx) refuses a body deeper than an encoding can show it (MAX_BODY_DEPTH)."""
     text = "(context-tx (base-version 1) (create a " + "(" * depth + "x" + ")" * depth + "))"
     for parse in (parse_tx, read_tx):
-        if depth + 2 <= MAX_DEPTH:
+        if depth + 2 > MAX_DEPTH:
+            with pytest.raises(ParseError, match="nest deeper"):
+                parse(text)
+        elif parse is read_tx and depth > MAX_BODY_DEPTH:
+            with pytest.raises(ValidationError, match=f"deeper than {MAX_BODY_DEPTH} levels"):
+                parse(text)
+        else:
             tx = parse(text)
             assert _same(parse_tx(print_tx(tx)), tx)
             assert _same(parse_tx(print_tx(tx, pretty=True)), tx)
-        else:
-            with pytest.raises(ParseError, match="nest deeper"):
-                parse(text)
 
 
 # ------------------------------------------------------------------ validation (read_tx)

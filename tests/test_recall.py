@@ -928,3 +928,25 @@ def test_a_refused_deliver_appends_nothing(corpus: morphz.Context) -> None:
     with pytest.raises(CursorError):
         corpus.recall.deliver("search", query="harbour", cursor="bad.cursor")
     assert snapshot(corpus) == before
+
+
+@pytest.mark.parametrize("threshold", [1_000, 4_000, 16_000])
+def test_a_delivered_read_shows_whole_in_the_inbox(ctx: morphz.Context, threshold: int) -> None:
+    """Following a preview's marker with the recall tool's defaults must show the omitted
+    middle: the delivered page is cut until its recall_result fits the preview threshold, and
+    paging on from next_offset reads the whole text."""
+    from morphz.encoding import View
+
+    ctx.set_view(View(preview_threshold=threshold))
+    large = "".join(f'line {i:05d} "quoted"\t\n' for i in range(2_000))  # escapes grow JSON
+    ref = say(ctx, large, kind="tool_result")
+    assert "(preview (total-chars" in ctx.encode().region("inbox")
+    pages, offset = [], 0
+    while offset is not None:
+        page, event = ctx.recall.deliver("read", ref=ref, offset=offset)
+        line = next(x for x in ctx.encode().region("inbox").splitlines() if f"{event.ref} " in x)
+        assert "(preview " not in line, (threshold, page.limit)
+        assert len(page.text) >= min(500, len(large) - offset)  # never a sliver
+        pages.append(page.text)
+        offset = page.next_offset
+    assert "".join(pages) == large

@@ -25,7 +25,7 @@ from morphz.ids import make_ref
 from morphz.mind.state import Edge, Frame
 from morphz.store.active_base import ActiveObservation
 from morphz.store.base import ActivationRow, ReadTxn
-from morphz.txlang.sexpr import quote, read, to_text
+from morphz.txlang.sexpr import MAX_DEPTH, nesting, quote, read, to_text
 
 REGION_ORDER = (
     "protocol",
@@ -301,6 +301,8 @@ def _capabilities(text: str) -> str:
         forms = read(text)
     except ParseError as exc:
         raise InputError(f"capabilities must be S-expressions: {exc.message}") from exc
+    if any(nesting(f) > MAX_DEPTH - 2 for f in forms):  # shown 2 lists deep in the encoding
+        raise InputError(f"capabilities must not nest lists deeper than {MAX_DEPTH - 2} levels")
     return "(cognitive-capabilities" + "".join(f" {to_text(f)}" for f in forms) + ")"
 
 

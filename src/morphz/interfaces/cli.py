@@ -46,7 +46,7 @@ class MorphzGroup(click.Group):
 
 def report_error(exc: morphz.MorphzError, fmt: str) -> None:
     if fmt == "json":
-        click.echo(_json({"ok": False, "error": exc.to_dict()}))
+        out(_json({"ok": False, "error": exc.to_dict()}))
     else:
         click.echo(render.error(exc), err=True)
 
@@ -61,9 +61,16 @@ def local_now() -> str:
     return datetime.now().astimezone().isoformat(timespec="seconds")
 
 
+def out(text: str) -> None:
+    """Print ``text`` as it is. (``click.echo`` alone strips ANSI escape sequences when stdout
+    is not a terminal; stored text, such as a tool result with colour codes, must come out as
+    it was stored and as a model is sent it.)"""
+    click.echo(text, color=True)
+
+
 def emit(fmt: str, data: Any, text: Callable[[], str]) -> None:
     """Print ``data`` as JSON, or the text ``text()`` renders."""
-    click.echo(_json(data) if fmt == "json" else text())
+    out(_json(data) if fmt == "json" else text())
 
 
 def fail() -> NoReturn:
@@ -379,7 +386,7 @@ def _fresh_path(_ctx: click.Context, _param: click.Parameter, value: Path | None
 )
 def demo_command(*, keep: Path | None) -> None:
     """Run the seed's deployment example on a fresh store, without any model or network."""
-    if not demo_module.run(click.echo, keep=keep):
+    if not demo_module.run(out, keep=keep):
         fail()
 
 

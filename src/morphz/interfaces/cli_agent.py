@@ -17,7 +17,7 @@ import click
 import morphz
 from morphz import DEFAULT_CONTEXT
 from morphz.interfaces import render
-from morphz.interfaces.cli import db_option, emit, format_option, main
+from morphz.interfaces.cli import db_option, emit, format_option, main, out
 from morphz.runtime.agent_tools import agent_tools
 from morphz.runtime.config import Settings, load, make_model, read_profile
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
@@ -201,7 +201,7 @@ def chat_command(
         engine = _engine(
             ctx, db_path, model_spec, workspace, interactive=True, profile_path=profile_path
         )
-        click.echo(
+        out(
             f"morphz chat: context {context_id}, session {session}, model "
             f"{engine.model.name}; /quit to leave"
         )
@@ -219,7 +219,7 @@ def chat_command(
                 continue
             result = asyncio.run(_follow(ctx, session, engine.run(line, session=session)))
             said = _note_merged_turns(engine, said)
-            click.echo(f"agent> {_reply_text(result)}")
+            out(f"agent> {_reply_text(result)}")
 
 
 async def _follow(
@@ -262,16 +262,16 @@ def _slash(engine: Engine, session: str, line: str) -> bool:
         return False
     if command == "/status":  # the pressure of the request the agent would be sent now
         pressure = engine.encoding(session).pressure.to_dict()
-        click.echo(render.status(replace(ctx.status(), pressure=pressure)))
+        out(render.status(replace(ctx.status(), pressure=pressure)))
     elif command == "/mind":
-        click.echo(render.mind(ctx.mind(), all_observations=False))
+        out(render.mind(ctx.mind(), all_observations=False))
     elif command == "/encoding":
-        click.echo(engine.encoding(session).text)
+        out(engine.encoding(session).text)
     elif command == "/recall" and rest.strip():
-        click.echo(render.search_page(ctx.recall.search(rest.strip())))
+        out(render.search_page(ctx.recall.search(rest.strip())))
     elif command == "/requests":  # what this chat's activations sent, prefix reuse included
         stats = request_stats(ctx, pick_activations(ctx, last=5))
-        click.echo(render.request_stats(stats, total(stats)))
+        out(render.request_stats(stats, total(stats)))
     else:
-        click.echo("commands: /status, /mind, /encoding, /requests, /recall QUERY, /quit")
+        out("commands: /status, /mind, /encoding, /requests, /recall QUERY, /quit")
     return True

@@ -108,12 +108,12 @@ class Recall:
         if op == "search":
             result = self.search(**params)
         elif op == "read":
-            result = self.read(**params)
+            result = self._read_whole(self.read(**params), params)
         elif op == "frame":
             result = self.frame(**params)
         else:
             raise InputError(f"unknown recall operation {op!r}: use search, read or frame")
-        text = json.dumps(result.to_dict(), ensure_ascii=False, indent=1, default=str)
+        text = _delivered(result)
         request = {
             k: v if isinstance(v, str | int | float | bool | list) or v is None else str(v)
             for k, v in params.items()
@@ -121,6 +121,26 @@ class Recall:
         meta = {"recall": {"op": op, "params": request}}
         event = self.ctx.observe("recall_result", text, meta=meta, session=session)
         return result, event
+
+    def _read_whole(self, page: ReadPage, params: dict[str, Any]) -> ReadPage:
+        """``page``, or a shorter page from the same offset whose delivered text fits the
+        context's preview threshold: a read that follows a preview's marker must not arrive as
+        a preview itself. Never shorter than MIN_DELIVERED_PAGE characters (a threshold too low
+        for that is left to preview the result); the page's next_offset says where to go on."""
+        threshold = self.ctx.view().preview_threshold
+        floor = min(page.limit, MIN_DELIVERED_PAGE)
+        while len(page.text) > floor and (size := len(_delivered(page))) > threshold:
+            limit = max(floor, len(page.text) * threshold // size - 1)
+            page = self.read(**(params | {"limit": limit}))
+        return page
+
+
+def _delivered(result: SearchPage | ReadPage | TraversalPage) -> str:
+    """A recall result as the recall_result observation's text."""
+    return json.dumps(result.to_dict(), ensure_ascii=False, indent=1, default=str)
+
+
+MIN_DELIVERED_PAGE = 500  # characters: the shortest page a delivered read is cut to
 
 
 @dataclass(frozen=True, slots=True)

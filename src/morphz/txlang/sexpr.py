@@ -273,6 +273,17 @@ def walk(expr: SExpr) -> Iterator[SExpr]:
             yield from walk(item)
 
 
+def nesting(expr: SExpr) -> int:
+    """How deep ``expr``'s lists nest: 0 for an atom or a string, 1 for a list of atoms."""
+    deepest, stack = 0, [(expr, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, SList):
+            deepest = max(deepest, level)
+            stack.extend((item, level + 1) for item in node.items)
+    return deepest
+
+
 def unicode_problem(value: str) -> tuple[int, str] | None:
     """Where ``value`` stops being valid Unicode text (a lone surrogate, which no UTF-8 store
     or provider accepts): (index, message), or None when it is valid."""

@@ -16,7 +16,7 @@ import re
 from morphz.errors import ValidationError
 from morphz.txlang import ops as o
 from morphz.txlang.parse import parse_tx
-from morphz.txlang.sexpr import SList, line_col, walk
+from morphz.txlang.sexpr import MAX_DEPTH, SList, line_col, nesting, walk
 
 
 def _fail(tx: o.Tx, index: int, pos: int, message: str) -> ValidationError:
@@ -53,6 +53,24 @@ def _nested_op(op: o.Create | o.Derive | o.Revise) -> tuple[int, str] | None:
     return None
 
 
+# A body's lists sit 4 lists deep in an encoding or an increment ((context-encoding (mind (frame
+# ID ... (body BODY))))), 2 deeper than in a transaction: deeper ones would commit, then give
+# an encoding the reader refuses.
+MAX_BODY_DEPTH = MAX_DEPTH - 4
+
+
+def _too_deep(op: o.Create | o.Derive | o.Revise) -> tuple[int, str] | None:
+    if op.body_text.count("(") <= MAX_BODY_DEPTH:  # fast path: not enough lists to be too deep
+        return None
+    for item in op.body:
+        if nesting(item) > MAX_BODY_DEPTH:
+            return item.pos, (
+                f"the body of '{op.id}' nests lists deeper than {MAX_BODY_DEPTH} levels (the "
+                "encoding shows it 4 lists deep): flatten it"
+            )
+    return None
+
+
 def _problem(op: o.Op) -> tuple[int, str] | None:
     """The offset and message of the first rule ``op`` breaks (other than a missing reason):
     a name listed twice, then a reference to itself, then an operation nested in its body."""
@@ -61,7 +79,7 @@ def _problem(op: o.Op) -> tuple[int, str] | None:
         problem = _twice(op, sources) if len(sources) > 1 else None
         if problem is None and op.id in sources:
             return op.pos, f"frame '{op.id}' cannot cite itself"
-        return problem or _nested_op(op)
+        return problem or _nested_op(op) or _too_deep(op)
     if isinstance(op, _TARGETS):
         return _twice(op, op.targets) if len(op.targets) > 1 else None
     if isinstance(op, _EDGES):
@@ -69,7 +87,7 @@ def _problem(op: o.Op) -> tuple[int, str] | None:
             return op.pos, f"a frame cannot be related to itself ('{op.subject}')"
         return None
     if isinstance(op, o.Create):
-        return _nested_op(op)
+        return _nested_op(op) or _too_deep(op)
     if isinstance(op, o.Place):
         if op.anchor == op.id:
             return op.pos, f"cannot place '{op.id}' relative to itself"
