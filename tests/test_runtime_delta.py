@@ -223,15 +223,19 @@ def test_a_mode_flip_starts_a_new_seed(
     ctx: morphz.Context, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Refused as too long: maintenance (a new tool set, a new seed); a search (still
-    maintenance: an increment); a commit, pressure normal: work again (a new seed)."""
+    maintenance: an increment); a commit that frees room below what the provider said it
+    takes, pressure normal: work again (a new seed)."""
+    ctx.observe("tool_result", "build log line, status ok\n" * 300)  # about 2,000 tokens
 
     def agent(request: ModelRequest, step: int) -> ModelResponse:
         if step == 1:
-            raise ContextTooLongError("this model's maximum context length is 8192 tokens")
+            raise ContextTooLongError("prompt is too long: 1000 tokens > 900 maximum")
         if step == 2:
             return ModelResponse(None, (call("recall", {"op": "search", "query": "x"}, step),))
         if step == 3:
-            return derive(request, "work/kept", step)
+            log = refs_of(request.encoding, "tool_result")[0]
+            version = version_of(request.encoding)
+            return tx(f'(context-tx (base-version {version}) (reason "read") (retire {log}))', 3)
         return ModelResponse("done")
 
     run = activate(ctx, workspace, monkeypatch, agent, delta=True)

@@ -80,11 +80,42 @@ async def _recall(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     unknown = set(args) - {"op", *_RECALL_PARAMS[op]}
     if unknown:
         raise ToolError(f"recall op={op} does not take {sorted(unknown)}")
-    params = {k: v for k, v in args.items() if k != "op"}
+    params = _recall_params(op, {k: v for k, v in args.items() if k != "op" and v is not None})
     _result, event = await asyncio.to_thread(
         tc.ctx.recall.deliver, op, session=tc.session, **params
     )
     return ToolOutcome(f"delivered as {event.ref} (recall_result)", delivered=event.ref)
+
+
+_RECALL_REQUIRED = {"search": (), "read": ("ref",), "frame": ("frame_id",)}
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "boolean": (bool,), "array": (list,),
+}  # fmt: skip
+
+
+def _recall_params(op: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` checked against the recall schema: a missing required argument, or a value of
+    the wrong JSON type or outside its enum, is a ToolError the agent reads."""
+    missing = [name for name in _RECALL_REQUIRED[op] if name not in params]
+    if missing:
+        raise ToolError(f"recall op={op} needs {' and '.join(missing)}")
+    props: dict[str, dict[str, Any]] = RECALL.parameters["properties"]
+    return {name: _recall_arg(name, value, props[name]) for name, value in params.items()}
+
+
+def _recall_arg(name: str, value: Any, spec: dict[str, Any]) -> Any:
+    kind, items = spec["type"], spec.get("items", {}).get("type")
+    if kind == "integer" and isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON's 10.0 is 10
+    fits = isinstance(value, _JSON_TYPES[kind]) and isinstance(value, bool) == (kind == "boolean")
+    if fits and items is not None:
+        fits = all(isinstance(item, _JSON_TYPES[items]) for item in value)
+    if not fits:
+        what = f"an array of {items}s" if items else f"{'an' if kind == 'integer' else 'a'} {kind}"
+        raise ToolError(f"recall: argument {name!r} must be {what}, not {value!r:.60}")
+    if "enum" in spec and value not in spec["enum"]:
+        raise ToolError(f"recall: argument {name!r} must be one of {spec['enum']}")
+    return value
 
 
 def agent_tools() -> list[Tool]:

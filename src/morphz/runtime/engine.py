@@ -44,7 +44,7 @@ from morphz.encoding.compile import EncodeOptions, Encoding
 from morphz.encoding.delta import DeltaEncoder
 from morphz.encoding.prefix import PrefixMeter, request_text
 from morphz.encoding.sessions import MAX_REFS
-from morphz.encoding.tokens import Calibration, Counter, estimate_tokens, exact_counter
+from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens, exact_counter
 from morphz.errors import MorphzError
 from morphz.ids import ref_seq
 from morphz.observe import Observation
@@ -56,6 +56,7 @@ from morphz.runtime.models.base import (
     ProviderError,
     ToolCall,
 )
+from morphz.runtime.models.retry import BACKOFF, refused_share
 from morphz.runtime.tools.base import Tool, ToolContext, ToolOutcome, ToolRegistry
 from morphz.store.active_base import ActiveObservation
 
@@ -187,7 +188,8 @@ class _Run:
         self.root = root
         self.objective = objective
         self.maintenance = False
-        self.too_long = False  # the provider refused the input as too long
+        self.ceiling: int | None = None  # a request figure the provider refuses from (too long)
+        self._refusal = ""  # what it said
         self.result = ActivationResult(activation, session, "running", None, 0)
         self._pending_failure = "even the minimum maintenance request does not fit"
         self.previous: set[int] = set()  # the observations the previous step produced
@@ -213,35 +215,61 @@ class _Run:
             request = await self._request()
             if request is None:
                 return
+            # measured as it is sent: with concurrent activations on one engine, replies come
+            # back in another order than their requests went out
+            sent: dict[str, int | str | None] = {**self.e.measure(request)}
+            if config.delta:
+                sent["delta"] = self._sent_kind
             try:
                 response = await self.e.model.request(request)
             except ContextTooLongError as exc:
-                if self._sent_kind == "increment":  # first a fresh seed: increments piled up
+                piled = self._sent_kind == "increment"
+                self._refused(request, exc.message, piled)
+                if piled:  # first a fresh seed, still working: the increments piled up
                     self._delta, self._shape, self._cause = self._new_delta(), None, "too-long"
-                    continue
-                if self.maintenance:
-                    await self.finish(
-                        "failed",
-                        f"the provider refused even a maintenance "
-                        f"request as too long: {exc.message}",
-                    )
-                    return
-                self.maintenance = self.too_long = True  # until a commit measures again
+                else:
+                    self.maintenance = True
                 continue
             except ProviderError as exc:
                 await self.finish("failed", f"model provider error ({exc.code}): {exc.message}")
                 return
             await self._calibrate(request, response)
-            sent: dict[str, int | str | None] = {**self.e.measure(request)}
-            if config.delta:
-                sent["delta"] = self._sent_kind
             if await self._handle(response, sent):
                 return
         await self.finish("failed", f"the step limit ({config.step_limit}) was reached")
 
+    def _refused(self, request: ModelRequest, said: str, piled: bool) -> None:
+        """Learn from a too-long refusal of ``request``: from now on this activation keeps its
+        requests below the share of it the provider said it would take, whatever the figures
+        say; each refusal lowers the ceiling again. Without numbers in what it said: a quarter
+        less, or for ``piled`` increments just less (the fresh seed is smaller anyway)."""
+        schemas = [t.text for t in request.tools]
+        figure = count([request.encoding, *schemas], self.e.calibration, self.e.counter).tokens
+        share = refused_share(said, (figure - 1) / figure if piled else BACKOFF)
+        ceiling = max(1, math.floor(figure * share))
+        self.ceiling = ceiling if self.ceiling is None else min(self.ceiling, ceiling)
+        self._refusal = said
+
+    def _limit(self, encoding: Encoding) -> int:
+        """The most tokens a request may have: the hard limit, or lower after a refusal."""
+        hard = encoding.pressure.budget.hard
+        return hard if self.ceiling is None else min(hard, self.ceiling)
+
+    def _fits(self, encoding: Encoding) -> bool:
+        """Whether ``encoding`` may be sent whole: its figure within the hard limit and, after a
+        refusal, what it sends (with the tools this mode offers, as the refused request was
+        counted) below the ceiling. In maintenance the figure counts the work tools too."""
+        if encoding.tokens > encoding.pressure.budget.hard:
+            return False
+        if self.ceiling is None or encoding.tokens <= self.ceiling:
+            return True
+        schemas = [t.schema.text for t in self.e.tools.offered(self.maintenance)]
+        sent = count([encoding.text, *schemas], self.e.calibration, self.e.counter)
+        return sent.tokens <= self.ceiling
+
     async def _request(self) -> ModelRequest | None:
         encoding = await self._decide()
-        if encoding.tokens > encoding.pressure.budget.hard:
+        if not self._fits(encoding):
             batch = await self._batch(encoding)
             if batch is None:
                 await self.finish("failed", self._pending_failure)
@@ -263,8 +291,9 @@ class _Run:
                 return encoding
             self.maintenance = True
             return await self._encode(True)
-        if level != "normal" or self.too_long:
-            return encoding
+        # the maintenance figure counts the work tools: it is what resuming would send
+        if level != "normal" or encoding.tokens > self._limit(encoding):
+            return encoding  # not yet: pressure, or no smaller than what the provider refused
         work = await self._encode(False)
         if work.pressure.level != "normal":  # another session added to the context meanwhile
             return encoding
@@ -303,10 +332,11 @@ class _Run:
         costs = _observation_costs(full, factor)
         rest = [o for o in inbox if o.seq not in must]
         optional = [Item(o.seq, costs[o.seq]) for o in rest]
-        hard = full.pressure.budget.hard
+        hard = self._limit(full)
         floor = select_batch([], minimum.tokens, hard, set())  # the minimum, as compiled
         if not floor.fits:
-            self._pending_failure = floor.reason
+            refused = f" (the provider refused larger: {self._refusal})" if self.ceiling else ""
+            self._pending_failure = floor.reason + refused
             return None
         # with room left, the oldest optional ones, each allowing for its directory ref; when
         # even that allowance does not fit, the minimum alone is the batch
@@ -350,8 +380,9 @@ class _Run:
         shape = (self.maintenance, only)
         if only is not None or shape != self._shape:
             self._delta = self._new_delta()
-            if self._shape is not None:
-                self._cause = "maintenance-batch" if only is not None else "tool-set"
+            if self._shape is not None:  # the mode switched, or a batch began or ended
+                switched = self._shape[0] != self.maintenance
+                self._cause = "tool-set" if switched and only is None else "maintenance-batch"
         self._shape = shape
         text = self._delta.next(encoding)
         kind = self._delta.last
@@ -407,8 +438,6 @@ class _Run:
         outcomes = [await self._run_tool(call) for call in response.tool_calls]
         await self._record_outcomes(response.tool_calls, outcomes)
         self.previous = {ref_seq(ref) for ref in self.result.events[start + 1 :]}
-        if any(t is not None and t.name == "context_tx" and not o.error for t, o in outcomes):
-            self.too_long = False  # a commit: the pressure is measured again
         return False
 
     async def _run_tool(self, call: ToolCall) -> tuple[Tool | None, ToolOutcome]:
@@ -464,10 +493,12 @@ class _Run:
             self.result.events.extend(e.ref for e in events)
 
     async def finish(self, state: str, reason: str | None) -> None:
+        """Record the activation's end, then take it as ended: if the record fails, the state
+        stays running, so the caller's cleanup (``interrupted``) records it again."""
         if self.result.state != "running":
             return
-        self.result.state, self.result.reason = state, reason
         await asyncio.to_thread(self.e.ctx.finish_activation, self.activation, state, reason)
+        self.result.state, self.result.reason = state, reason
 
 
 _STATE_LINE = re.compile(r"^ ?\((@e\d+)[ )].*$", re.M)  # an observation-state item, by ref

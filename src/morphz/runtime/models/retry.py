@@ -152,6 +152,28 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+_USED_OVER_MAX = re.compile(r"(\d+) tokens > (\d+) maximum")  # Anthropic
+_MAX_THEN_USED = re.compile(  # OpenAI, vLLM and others of their wording
+    r"maximum context length is (\d+) tokens\. However, (?:your messages resulted in|you "
+    r"requested) (\d+) tokens"
+)
+BACKOFF = 0.75  # of a refused request, when its refusal states no numbers
+
+
+def refused_share(text: str, default: float = BACKOFF) -> float:
+    """The share of a refused request the provider would have taken: maximum / used from the
+    numbers its too-long message states (within 0.1-0.95), else ``default``."""
+    used_max = _USED_OVER_MAX.search(text)
+    max_used = _MAX_THEN_USED.search(text)
+    if used_max is not None:
+        used, maximum = int(used_max.group(1)), int(used_max.group(2))
+    elif max_used is not None:
+        maximum, used = int(max_used.group(1)), int(max_used.group(2))
+    else:
+        return default
+    return min(max(maximum / used, 0.1), 0.95) if used > 0 else default
+
+
 def is_context_too_long(text: str) -> bool:
     """Whether an error text says the input does not fit the model's context window."""
     return _CONTEXT_TOO_LONG.search(text.lower()) is not None
