@@ -545,6 +545,21 @@ def test_a_batch_is_served_whenever_the_minimum_request_fits(
     assert ctx.event(result.events[0]).ref in {s.ref for s in inbox_of(requests[0].encoding)}
 
 
+def record_batches(ctx: morphz.Context, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The tokens of every maintenance batch ``ctx`` compiles from now on, in order."""
+    batches: list[int] = []
+    compile_encoding = ctx.encode
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        encoding = compile_encoding(*args, **kwargs)
+        if encoding.options.only_observations is not None:
+            batches.append(encoding.tokens)
+        return encoding
+
+    monkeypatch.setattr(ctx, "encode", recording)
+    return batches
+
+
 def _batch_run(
     path: Path, workspace: Path, hard: int
 ) -> tuple[list[int], ActivationResult, list[ModelRequest]]:
@@ -555,16 +570,7 @@ def _batch_run(
         ctx = db.context("context-default", create=True)
         import_history(ctx)
         ctx.set_budget(Budget(window=32_000, output_reserve=0, configured=hard, reserve=100))
-        batches: list[int] = []
-        compile_encoding = ctx.encode
-
-        def recording(*args: Any, **kwargs: Any) -> Any:
-            encoding = compile_encoding(*args, **kwargs)
-            if encoding.options.only_observations is not None:
-                batches.append(encoding.tokens)
-            return encoding
-
-        ctx.encode = recording  # type: ignore[method-assign]
+        batches = record_batches(ctx, pytest.MonkeyPatch())
         seen: list[ModelRequest] = []
 
         def answer(request: ModelRequest) -> ModelResponse:
@@ -633,16 +639,7 @@ def test_a_batch_uses_the_room_it_has(
         import_history(ctx, HISTORY_SIZE // feeds, session=f"feed-{feed}")
     budget = Budget(window=32_000, output_reserve=2_000, configured=hard, reserve=1_000)
     ctx.set_budget(budget)
-    batches: list[int] = []
-    compile_encoding = ctx.encode
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        encoding = compile_encoding(*args, **kwargs)
-        if encoding.options.only_observations is not None:
-            batches.append(encoding.tokens)
-        return encoding
-
-    monkeypatch.setattr(ctx, "encode", counting)
+    batches = record_batches(ctx, monkeypatch)
     requests: list[ModelRequest] = []
 
     def answer(request: ModelRequest) -> ModelResponse:
