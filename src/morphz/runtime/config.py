@@ -100,12 +100,20 @@ def load(home: Path, project: Path, env: Mapping[str, str]) -> Settings:
         data = _read(path)
         if isinstance(data.get("profile"), str):  # a path relative to the file that names it
             data["profile"] = str(path.parent / Path(data["profile"]).expanduser())
-        for key, value in data.items():
-            if isinstance(value, dict) and isinstance(merged.get(key), dict):
-                merged[key] = {**merged[key], **value}
-            else:
-                merged[key] = value
+        merged = _merged(merged, data)
     return _settings(merged, env, tuple(files))
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` on ``base``, table by table at every depth: a later file's [models."SPEC"]
+    changes the keys it names and keeps the others, as its [budget] does."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 _KEYS = frozenset(
@@ -124,7 +132,7 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
             raise InputError(f"policy for {tool} must be allow, ask or deny, not {policy!r}")
         policies[str(tool)] = policy
     anthropic = _anthropic(data)
-    openai = _table(data, "openai", 'base_url = "http://localhost:11434/v1"')
+    openai = _text_table(data, "openai", ("base_url",), 'base_url = "http://localhost:11434/v1"')
     profile = _profile_path(data.get("profile"))
     return Settings(
         model=_model(data.get("model", "scripted:")),
@@ -176,6 +184,21 @@ def _table(data: dict[str, Any], key: str, example: str) -> dict[str, Any]:
     return value
 
 
+def _text_table(
+    data: dict[str, Any], key: str, keys: tuple[str, ...], example: str
+) -> dict[str, str]:
+    """The ``[key]`` table, whose values are all text and whose keys are ``keys`` (a typo such
+    as base-url would otherwise send the context to the default endpoint)."""
+    section = _table(data, key, example)
+    unknown = set(section) - set(keys)
+    if unknown:
+        raise InputError(f"unknown keys {sorted(unknown)} in [{key}]: use {', '.join(keys)}")
+    for name, value in section.items():
+        if not isinstance(value, str):
+            raise InputError(f"[{key}] {name} must be text, e.g. [{key}] {example}, not {value!r}")
+    return dict(section)
+
+
 def _budget(section: dict[str, Any]) -> Budget:
     """The ``[budget]`` table: window, output_reserve, limit, reserve (tokens)."""
     spec = dict(section)
@@ -203,19 +226,14 @@ def read_profile(path: Path) -> str:
 
 def _anthropic(data: dict[str, Any]) -> dict[str, str]:
     """The ``[anthropic]`` table: ``base_url`` and ``prompt_cache`` (5m, 1h or off)."""
-    section = _table(data, "anthropic", 'prompt_cache = "1h"')
-    unknown = set(section) - {"base_url", "prompt_cache"}
-    if unknown:
-        raise InputError(
-            f"unknown keys {sorted(unknown)} in [anthropic]: use base_url, prompt_cache"
-        )
+    section = _text_table(data, "anthropic", ("base_url", "prompt_cache"), 'prompt_cache = "1h"')
     cache = section.get("prompt_cache", PROMPT_CACHE[0])
     if cache not in PROMPT_CACHE:
         raise InputError(
             f"[anthropic] prompt_cache must be {', '.join(PROMPT_CACHE[:-1])} or "
             f"{PROMPT_CACHE[-1]}, not {cache!r}"
         )
-    return {str(k): str(v) for k, v in section.items()}
+    return section
 
 
 def _delta_models(models: Any, key: str, default: bool) -> frozenset[str]:

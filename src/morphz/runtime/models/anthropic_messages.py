@@ -60,6 +60,9 @@ PROVIDER = "Anthropic"
 # the cache lifetime of the marks (the first is the default), or no marks
 PROMPT_CACHE = ("5m", "1h", "off")
 MAX_MARKS = 4  # the API's limit of cache_control breakpoints per request
+# Seconds a (non-streaming) request may take. Given explicitly: with the SDK's default the SDK
+# refuses, before sending, any output budget it reckons could take over ten minutes.
+REQUEST_TIMEOUT = 600.0
 
 
 def load_sdk() -> ModuleType:
@@ -91,6 +94,10 @@ class AnthropicMessagesModel(SdkAdapter):
         super().__init__(load_sdk(), model, **settings)
         self.prompt_cache = prompt_cache
 
+    def _unset_environment(self, client: Any) -> None:
+        # the SDK adds the headers ANTHROPIC_CUSTOM_HEADERS lists; we give it none of our own
+        client._custom_headers = {}
+
     async def request(self, request: ModelRequest) -> ModelResponse:
         messages = anthropic_messages(request, self.prompt_cache)
         tools = anthropic_tools(request.tools)
@@ -103,6 +110,8 @@ class AnthropicMessagesModel(SdkAdapter):
                 messages=cast("list[MessageParam]", messages),
                 tools=cast("list[ToolUnionParam]", tools) if tools else self._sdk.omit,
                 max_tokens=self.output_tokens(request),
+                # explicit, so the SDK does not refuse a large output budget without streaming
+                timeout=REQUEST_TIMEOUT,
             )
             return bytes(raw.http_response.content)
 

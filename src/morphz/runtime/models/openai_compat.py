@@ -78,6 +78,10 @@ class OpenAIChatModel(SdkAdapter):
         super().__init__(openai, model, **settings)
         self.turns_merged = False  # the server refused consecutive user messages once
 
+    def _unset_environment(self, client: Any) -> None:
+        # the SDK fills these from OPENAI_ORG_ID and OPENAI_PROJECT_ID and sends them as headers
+        client.organization = client.project = None
+
     async def request(self, request: ModelRequest) -> ModelResponse:
         messages = chat_messages(request, merge_turns=self.turns_merged)
         try:
@@ -173,8 +177,12 @@ def parse_completion(data: dict[str, Any]) -> ModelResponse:
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
         raise BadResponseError("the tool_calls of the response are not a list")
+    text = message_text(message.get("content"))
+    refusal = message.get("refusal")
+    if text is None and isinstance(refusal, str) and refusal:  # the model declined: its words
+        text = refusal
     return ModelResponse(
-        text=message_text(message.get("content")),
+        text=text,
         tool_calls=tuple(tool_call(i, c) for i, c in enumerate(calls)),
         usage=chat_usage(data.get("usage")),
         raw=data,

@@ -39,13 +39,15 @@ Sleep = Callable[[float], Awaitable[object]]
 # vLLM: "maximum context length", "is too long to fit into the model", "longer than the maximum
 # model length". Ollama: "input length exceeds maximum context length", "prompt too long".
 # llama.cpp server: exceed_context_size_error, "exceeds the available context size".
-# Anthropic: "prompt is too long: N tokens > M maximum", 413 request_too_large.
+# Anthropic: "prompt is too long: N tokens > M maximum", 413 request_too_large, and "input length
+# and `max_tokens` exceed context limit: N + K > M". Any HTTP 413 (a proxy's body-size limit).
 _CONTEXT_TOO_LONG = re.compile(
     r"context_length_exceeded|maximum context length|context length exceeded"
     r"|exceeds? (?:the )?(?:maximum|max|available) context|exceed_context_size"
     r"|context window|too long to fit|longer than the maximum model length"
     r"|prompt is too long|prompt too long|input is too long|too many tokens"
     r"|input length exceeds|reduce the length of the messages|request_too_large"
+    r"|exceed context limit"
 )
 _RETRY_STATUSES = frozenset({408, 409, 429})
 _MESSAGE_LIMIT = 600
@@ -153,6 +155,7 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
 
 
 _USED_OVER_MAX = re.compile(r"(\d+) tokens > (\d+) maximum")  # Anthropic
+_INPUT_PLUS_OUTPUT = re.compile(r"(\d+) \+ (\d+) > (\d+)")  # Anthropic: input + max_tokens
 _MAX_THEN_USED = re.compile(  # OpenAI, vLLM and others of their wording
     r"maximum context length is (\d+) tokens\. However, (?:your messages resulted in|you "
     r"requested) (\d+) tokens"
@@ -165,13 +168,17 @@ def refused_share(text: str, default: float = BACKOFF) -> float:
     numbers its too-long message states (within 0.1-0.95), else ``default``."""
     used_max = _USED_OVER_MAX.search(text)
     max_used = _MAX_THEN_USED.search(text)
-    if used_max is not None:
+    plus = _INPUT_PLUS_OUTPUT.search(text)
+    if plus is not None:  # the input must leave room for the output budget
+        used, output, window = (int(g) for g in plus.groups())
+        maximum = window - output
+    elif used_max is not None:
         used, maximum = int(used_max.group(1)), int(used_max.group(2))
     elif max_used is not None:
         maximum, used = int(max_used.group(1)), int(max_used.group(2))
     else:
         return default
-    return min(max(maximum / used, 0.1), 0.95) if used > 0 else default
+    return min(max(maximum / used, 0.1), 0.95) if used > 0 and maximum > 0 else default
 
 
 def is_context_too_long(text: str) -> bool:
@@ -216,7 +223,7 @@ def status_failure(
     said = f"{provider} at {where} answered HTTP {status}: {text}"
     if status in (401, 403):
         return Failure(AuthError(f"{said}. Check the API key and the base URL ({auth_hint})."))
-    if status in (400, 413) and is_context_too_long(text):
+    if status == 413 or (status == 400 and is_context_too_long(text)):
         return Failure(ContextTooLongError(f"the input is too long for the model: {said}"))
     retry_after = parse_retry_after(headers)
     if status == 429:

@@ -29,7 +29,19 @@ def _fill(text: str, encoding: str) -> str:
     refs = _REFS.findall(encoding)
     out = text.replace("{version}", version[-1] if version else "0")
     out = out.replace("{last_ref}", refs[-1] if refs else "@e0")
-    return re.sub(r"\{ref:(-?\d+)\}", lambda m: refs[int(m.group(1))] if refs else "@e0", out)
+    return re.sub(r"\{ref:(-?\d+)\}", lambda m: _ref(refs, int(m.group(1))), out)
+
+
+def _ref(refs: list[str], index: int) -> str:
+    """The ``index``-th observation ref of the encoding (``{ref:N}``; negative from the end)."""
+    if not refs:
+        return "@e0"
+    if not -len(refs) <= index < len(refs):
+        raise InputError(
+            f"the script's {{ref:{index}}} is out of range: the encoding shows "
+            f"{len(refs)} observations"
+        )
+    return refs[index]
 
 
 def _call(index: int, number: int, raw: dict[str, Any], encoding: str) -> ToolCall:
@@ -47,6 +59,10 @@ class ScriptedModel:
         for index, step in enumerate(steps):
             if not isinstance(step, dict) or not ({"reply", "tool_calls"} & set(step)):
                 raise InputError(f"script step {index}: expected a reply or tool_calls")
+            if not isinstance(step.get("reply", ""), str):
+                raise InputError(f"script step {index}: the reply must be text")
+            if not isinstance(step.get("tool_calls", []), list):
+                raise InputError(f"script step {index}: tool_calls must be a list")
         self.steps = steps
         self.position = 0
         self._name = name
@@ -55,7 +71,7 @@ class ScriptedModel:
     def from_file(cls, path: str | Path) -> ScriptedModel:
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InputError(f"cannot read the script {path}: {exc}") from exc
         if not isinstance(data, list):
             raise InputError(f"the script {path} must be a JSON list of steps")

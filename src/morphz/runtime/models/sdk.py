@@ -77,6 +77,12 @@ class SdkAdapter:
             base_url=self.base_url, api_key=api_key or NO_KEY, http_client=http_client,
             max_retries=0,  # retries are ours (morphz.runtime.models.retry)
         )  # fmt: skip
+        self._unset_environment(self._client)
+
+    def _unset_environment(self, client: Any) -> None:
+        """Undo what the SDK took from the environment when it made ``client`` (headers sent
+        to whatever base URL is configured): an adapter is configured by its arguments only.
+        Each adapter knows its SDK's habits."""
 
     @property
     def name(self) -> str:
