@@ -8,7 +8,7 @@ from pathlib import Path
 
 from morphz.checks import check_id, check_window, utc_now
 from morphz.contextdb import DEFAULT_CONTEXT, Context
-from morphz.errors import StoreError
+from morphz.errors import ContextExistsError, StoreError
 from morphz.mind import DEFAULT_WINDOW
 from morphz.store.base import Store
 from morphz.store.sqlite import SqliteStore
@@ -30,7 +30,11 @@ class Database:
         """The context named ``context_id``; ``create=True`` makes it when it does not exist."""
         check_id(context_id, "context id")
         if create and context_id not in self.store.context_ids():
-            return self.create_context(context_id, window=window)
+            try:
+                return self.create_context(context_id, window=window)
+            except ContextExistsError:
+                pass  # another opener created it meanwhile: open it, as asked
+
         with self.store.read(context_id):
             pass  # raises ContextNotFoundError with a hint when it does not exist
         return Context(self, context_id)

@@ -30,7 +30,9 @@ def op_boundaries(op: o.Op) -> list[str]:
     if isinstance(op, o.Retire | o.Restore | o.Protect | o.Unprotect):
         return [f"life:{t}" for t in op.targets]
     if isinstance(op, o.Relate | o.Unrelate):
-        return [edge_key(op.subject, op.relation, op.object)]
+        edge = [edge_key(op.subject, op.relation, op.object)]
+        # a supersedes edge may retire its object at once if the subject cites it: it reads that
+        return [*edge, f"content:{op.subject}"] if op.relation == "supersedes" else edge
     if isinstance(op, o.Place):
         return ["order"]
     if isinstance(op, o.Checkpoint | o.Rollback):
