@@ -19,7 +19,7 @@ from morphz import DEFAULT_CONTEXT
 from morphz.interfaces import render
 from morphz.interfaces.cli import db_option, emit, format_option, main, out
 from morphz.runtime.agent_tools import agent_tools
-from morphz.runtime.config import Settings, load, make_model, read_profile
+from morphz.runtime.config import Settings, config_paths, load, make_model, read_profile
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
 from morphz.runtime.report import pick_activations, request_stats, total
 from morphz.runtime.tools.base import Tool, ToolRegistry
@@ -34,9 +34,12 @@ def build_tools(settings: Settings) -> ToolRegistry:
     registry = ToolRegistry()
     for tool in [*agent_tools(), *workspace_tools(), *shell_tools()]:
         registry.add(tool)
+    tools = registry.authority()
     for name, policy in settings.policies.items():
-        if name in registry.authority():
-            registry.set_policy(name, policy)
+        if name not in tools:
+            known = ", ".join(sorted(tools))
+            raise morphz.InputError(f"[policies] {name}: there is no such tool; the tools: {known}")
+        registry.set_policy(name, policy)
     return registry
 
 
@@ -54,10 +57,12 @@ def _engine(
     bound = profile_path or settings.profile_path
     model = make_model(model_spec or settings.model, settings, os.environ)
     store = Path(db_path).expanduser().resolve()
-    protected = (store, *settings.files, *([bound.resolve()] if bound else []))
+    configs = config_paths(Path.home(), Path.cwd())
+    protected = (store, *configs, *settings.files, *([bound.resolve()] if bound else []))
 
     async def ask(tool: Tool, args: dict[str, Any]) -> bool:
-        shown = ", ".join(f"{k}={v!r}"[:120] for k, v in args.items())
+        # whole: a person approves exactly what runs, however long
+        shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
         return await asyncio.to_thread(click.confirm, f"allow {tool.name}({shown})?", False)
 
     config = RuntimeConfig(

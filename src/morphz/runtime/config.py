@@ -80,9 +80,14 @@ class Settings:
         return spec not in self.delta_inline
 
 
+def config_paths(home: Path, project: Path) -> list[Path]:
+    """Where the configuration is read from, whether or not the files exist yet (an agent must
+    not be able to create one: the next run would read it)."""
+    return [home / ".morphz" / "morphz.toml", project / "morphz.toml"]
+
+
 def config_files(home: Path, project: Path) -> list[Path]:
-    candidates = [home / ".morphz" / "morphz.toml", project / "morphz.toml"]
-    return [p for p in candidates if p.is_file()]
+    return [p for p in config_paths(home, project) if p.is_file()]
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -57,7 +57,7 @@ from morphz.runtime.models.base import (
     ToolCall,
 )
 from morphz.runtime.models.retry import BACKOFF, refused_share
-from morphz.runtime.tools.base import Tool, ToolContext, ToolOutcome, ToolRegistry
+from morphz.runtime.tools.base import Tool, ToolContext, ToolOutcome, ToolRegistry, valid_text
 from morphz.store.active_base import ActiveObservation
 
 if TYPE_CHECKING:
@@ -408,8 +408,13 @@ class _Run:
     async def _handle(self, response: ModelResponse, sent: dict[str, int | str | None]) -> bool:
         """Record the response (with what its request ``sent``) and act on it; True when the
         activation is over."""
-        calls = [
-            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls
+        calls = [  # what a provider sends may hold lone surrogates ("\ud800" in its JSON)
+            {
+                "id": valid_text(c.id),
+                "name": valid_text(c.name),
+                "arguments": valid_text(c.arguments),
+            }
+            for c in response.tool_calls
         ]
         payload: dict[str, Any] = {"activation": self.activation, "tool_calls": calls}
         payload["request"] = sent
@@ -423,7 +428,7 @@ class _Run:
         reply = await asyncio.to_thread(
             self.e.ctx.record,
             ev.MODEL_REPLY,
-            response.text,
+            None if response.text is None else valid_text(response.text),
             payload=payload,
             session=self.session,
         )
@@ -487,7 +492,7 @@ class _Run:
                 continue
             kind = "tool_result" if tool is None or tool.external else "tx_receipt"
             meta = {"tool": call.name, "call": call.id, "error": outcome.error}
-            batch.append(Observation(kind, outcome.text, meta=meta))
+            batch.append(Observation(kind, valid_text(outcome.text), meta=meta))
         if batch:
             events = await asyncio.to_thread(self.e.ctx.observe_batch, batch, session=self.session)
             self.result.events.extend(e.ref for e in events)

@@ -8,6 +8,7 @@ is an error. Every outcome becomes a ``tool_result`` observation; an exception t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from morphz.errors import InputError
 from morphz.runtime.models.base import ToolSchema
+from morphz.txlang.sexpr import unicode_problem
 
 if TYPE_CHECKING:
     from morphz.contextdb import Context
@@ -44,6 +46,23 @@ class ToolOutcome:
     error: bool = False
     data: dict[str, Any] = field(default_factory=dict)
     delivered: str | None = None  # the ref of an observation the tool already appended
+
+
+def valid_text(text: str) -> str:
+    """``text`` as valid Unicode: what the file system gave undecodable (a file name in
+    Latin-1, kept by Python as surrogate escapes) is shown as ``\\xNN``, any other lone
+    surrogate as U+FFFD. A tool's output becomes an observation, which must be valid text."""
+    if unicode_problem(text) is None:
+        return text
+    return _SURROGATE.sub(_escaped, text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"
 
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutcome]]

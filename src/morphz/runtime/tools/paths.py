@@ -97,7 +97,10 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(c))
         i += 1
-    return re.compile("".join(out))
+    try:
+        return re.compile("".join(out))
+    except re.error as exc:
+        raise ToolError(f"the glob {pattern!r} is not a valid pattern ({exc}): fix it") from None
 
 
 def matcher(pattern: str | None) -> Callable[[str], bool]:
@@ -162,9 +165,14 @@ def read_page(
     with real.open("rb") as f:
         binary = is_binary(f.read(BINARY_PROBE))
         f.seek(0)
-        for raw in f:
+        cap = 4 * max_chars + 4  # bytes: a line longer than this is cut, and never read whole
+        while raw := f.readline(cap):
             h.update(raw)
             size += len(raw)
+            rest = raw
+            while not rest.endswith(b"\n") and (rest := f.readline(cap)):  # the rest of a long line
+                h.update(rest)
+                size += len(rest)
             if not binary and total >= offset and next_offset is None:
                 line = raw.decode("utf-8", "replace")
                 if len(page) == limit or (page and chars + len(line) > max_chars):
@@ -193,7 +201,8 @@ def check_hash(real: Path, expected: str) -> bytes:
 
 def replace_atomic(real: Path, data: bytes) -> None:
     """Atomic overwrite that keeps the file's mode."""
-    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
+    # a short name of its own: the target's name plus a prefix could pass the 255-byte limit
+    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=".morphz-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -69,10 +69,16 @@ class CappedOutput:
         whole = self.total == len(self.head) + len(self.tail)
         if whole and len(head) + len(tail) <= self.limit:
             return head + tail, False
+        # cut the text with each undecodable byte kept as itself, so the bytes kept (and the
+        # count of those omitted) are exact; shown with U+FFFD for each such byte
+        head = self.head.decode("utf-8", "surrogateescape")
+        tail = self.tail.decode("utf-8", "surrogateescape")
         keep_tail = self.limit // 2
         kept = (head[: self.limit - keep_tail], tail[len(tail) - keep_tail :] if keep_tail else "")
-        omitted = self.total - sum(len(part.encode("utf-8")) for part in kept)
-        return f"{kept[0]}\n[... {omitted} bytes of output omitted ...]\n{kept[1]}", True
+        raw = [part.encode("utf-8", "surrogateescape") for part in kept]
+        omitted = self.total - sum(len(part) for part in raw)
+        shown = [part.decode("utf-8", "replace") for part in raw]
+        return f"{shown[0]}\n[... {omitted} bytes of output omitted ...]\n{shown[1]}", True
 
 
 class _Capture(asyncio.SubprocessProtocol):

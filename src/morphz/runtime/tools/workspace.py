@@ -14,6 +14,7 @@ not seen. Arguments are checked against each tool's JSON Schema before it runs.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import threading
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from morphz.runtime.tools.paths import (
     select,
     sha256_hex,
 )
+from morphz.txlang.sexpr import unicode_problem
 
 _MATCH_LINE_CHARS = 300
 _WRITE_LOCK = threading.Lock()  # hash check and write are one step within this process
@@ -86,6 +88,10 @@ def parse_args(tool: str, args: dict[str, Any], schema: dict[str, Any]) -> dict[
         kind = spec["type"]
         if kind == "integer" and isinstance(value, float) and value.is_integer():
             value = int(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ToolError(f"{tool}: argument {name!r} must be a finite number, not {value}")
+        if isinstance(value, str) and (problem := unicode_problem(value)) is not None:
+            raise ToolError(f"{tool}: argument {name!r}: {problem[1]}")
         wrong = isinstance(value, bool) != (kind == "boolean")
         if value is not None and (wrong or not isinstance(value, _TYPES[kind])):
             article = "an" if kind == "integer" else "a"
@@ -195,7 +201,10 @@ def _search(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     skipped = {"binary": 0, "large": 0, "outside": 0}
     truncated = False
     for f in select(top, a["glob"], True, SEARCH_SKIPPED_DIRS):
-        real = f.resolve()
+        try:
+            real = f.resolve()
+        except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+            continue
         if not real.is_file():
             continue
         reason = None
