@@ -78,4 +78,13 @@ def open(
         )
     path = Path(text).expanduser()
     store = SqliteStore(path, synchronous=synchronous, busy_timeout=busy_timeout, create=create)
-    return Database(store, now=now)
+    db = Database(store, now=now)
+    if REBUILDS_RECALL & set(store.upgraded):  # the index is missing or made the old way
+        for context_id in db.contexts():
+            db.context(context_id).recall_index.rebuild()
+    return db
+
+
+# migrations after which the recall index (derived data) is rebuilt: 0002_recall made it empty
+# for the events already stored; 0008_recall_tokens changed the tokens it holds
+REBUILDS_RECALL = frozenset({2, 8})

@@ -95,7 +95,8 @@ def db_option(f: F) -> F:
         default=DEFAULT_DB,
         show_default=True,
         metavar="PATH",
-        help="The store: a SQLite file path (created when missing).",
+        help="The store: a SQLite file path (context create, exec and chat create it when "
+        "missing).",
     )(f)
 
 
@@ -236,7 +237,13 @@ def tx_command(*, context_id: str, tx_file: TextIO, session: str, db_path: str, 
 
     Prints the receipt; a refused transaction prints the error, exits with status 1 and leaves
     the store unchanged."""
-    text = tx_file.read()
+    try:
+        text = tx_file.read()
+    except UnicodeDecodeError as exc:
+        raise click.BadParameter(
+            f"{tx_file.name} is not valid UTF-8 (byte {exc.start + 1}): save it as UTF-8",
+            param_hint="--file",
+        ) from exc
     with open_context(db_path, context_id) as ctx:
         receipt = ctx.commit(text, session=session)
     emit(fmt, receipt.to_dict(), lambda: render.receipt(receipt))

@@ -16,6 +16,7 @@ import click
 
 import morphz
 from morphz import DEFAULT_CONTEXT
+from morphz.ids import ref_seq
 from morphz.interfaces import render
 from morphz.interfaces.cli import db_option, emit, format_option, main, out
 from morphz.runtime.agent_tools import agent_tools
@@ -156,10 +157,22 @@ def exec_command(
         )
         result = asyncio.run(engine.run(prompt, session=session))
         _note_merged_turns(engine, said=False)
-        events = [ctx.event(ref).to_dict() for ref in result.events]
+        events = [e.to_dict() for e in _produced(ctx, result)]
     emit(fmt, {**result.to_dict(), "event_records": events}, lambda: _reply_text(result))
     if result.state != "delivered":
         raise click.exceptions.Exit(1)
+
+
+def _produced(ctx: morphz.Context, result: ActivationResult) -> list[morphz.Event]:
+    """Every event ``result``'s activation produced, in order: its request, then everything
+    recorded in its session from its start to its end (the commits and the start and finish
+    records as well as the replies, results and receipts)."""
+    (row,) = [a for a in ctx.activations() if a.activation_id == result.activation]
+    end = row.finished_seq or ctx.status().last_seq
+    span = ctx.events(after=row.started_seq - 1, limit=end - row.started_seq + 1)
+    seqs = {ref_seq(ref) for ref in result.events}
+    seqs |= {e.seq for e in span if e.session_id == result.session}
+    return [ctx.event(f"@e{seq}") for seq in sorted(seqs)]
 
 
 def _note_merged_turns(engine: Engine, said: bool) -> bool:

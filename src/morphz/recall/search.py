@@ -158,6 +158,8 @@ def search(
     check_whole(limit, "limit", 1, MAX_LIMIT)
     since_us, until_us = _time_arg(since, "since"), _time_arg(until, "until")
     filters = _filters(since_us, until_us, kinds, lifecycle)
+    if query is not None and not isinstance(query, str):
+        raise InputError(f"the query is text, not {query!r}")
     terms = query_terms(check_text(query, "the query")) if query else []
     if not terms and since_us is None and until_us is None:
         if query:

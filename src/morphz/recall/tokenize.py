@@ -62,6 +62,7 @@ characters; :func:`match_query` about 3 µs for a typical question.
 from __future__ import annotations
 
 import re
+import unicodedata
 from itertools import filterfalse
 from typing import Final
 
@@ -152,6 +153,25 @@ def stem(word: str) -> str:
     return found
 
 
+def _composed(low: str) -> str:
+    """``low`` in composed form (a word typed with combining marks, ``Zu\u0308rich``, would
+    otherwise split at each mark, which is not a word character), without the dot above that
+    lower-casing Turkish dotted capital I leaves (``İstanbul`` reads as ``istanbul``)."""
+    if not unicodedata.is_normalized("NFC", low):
+        low = unicodedata.normalize("NFC", low)
+    return low.replace("\u0307", "") if "\u0307" in low else low
+
+
+def _unaccented(word: str) -> str:
+    """``word`` without its diacritics (``résumé`` -> ``resume``) before it is stemmed: folded
+    after stemming, as FTS5's ``remove_diacritics`` would, a stem that depends on a final
+    accented letter (``resum`` / ``resume``) would no longer match its plain spelling."""
+    if word.isascii():
+        return word
+    folded = "".join(c for c in unicodedata.normalize("NFD", word) if not unicodedata.combining(c))
+    return unicodedata.normalize("NFC", folded)
+
+
 def _tokens(text: str, *, trailing_unigram: bool, stemmed: bool = True) -> list[str]:
     """Lower-cased, stemmed tokens of ``text`` without stopwords; CJK runs become bigrams.
 
@@ -167,13 +187,14 @@ def _tokens(text: str, *, trailing_unigram: bool, stemmed: bool = True) -> list[
         return [stem(w) for w in words] if stemmed else list(words)
     if _FULLWIDTH.search(text):
         text = text.translate(_FULLWIDTH_FOLD)
-    low = text.lower()
+    low = _composed(text.lower())
     if not _CJK_RUN.search(low):
-        words = filterfalse(_IS_STOP, _WORD.findall(low))
+        words = filterfalse(_IS_STOP, map(_unaccented, _WORD.findall(low)))
         return [stem(w) for w in words] if stemmed else list(words)
     out: list[str] = []
-    for cjk, word in _MIXED.findall(low):
+    for cjk, found in _MIXED.findall(low):
         if not cjk:
+            word = _unaccented(found)
             if word not in STOPWORDS:
                 out.append(stem(word) if stemmed else word)
         elif len(cjk) == 1:

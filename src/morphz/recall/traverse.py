@@ -154,6 +154,8 @@ def traverse(
         raise InputError("direction must be ancestors, descendants or both")
     check_whole(depth, "depth", 1, MAX_DEPTH)
     check_whole(budget, "the node budget", 1, MAX_BUDGET, unit="nodes")
+    if not isinstance(frame_id, str):
+        raise InputError(f"a frame id is text, not {frame_id!r}")
     if not is_id(frame_id) or r.frame(frame_id) is None:
         raise RecordNotFoundError(f"no frame '{frame_id}' in context '{r.row.context_id}'")
     version = r.row.version

@@ -83,6 +83,7 @@ class SqliteStore:
         if synchronous.upper() not in ("NORMAL", "FULL"):
             raise StoreError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self.path = Path(path)
+        self.upgraded: list[int] = []  # the migrations this open applied to an existing schema
         self.synchronous = synchronous.upper()
         self.busy_timeout = busy_timeout
         self._write_lock = threading.RLock()
@@ -155,6 +156,9 @@ class SqliteStore:
                     "(number INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
                 )
                 done = {r[0] for r in conn.execute("SELECT number FROM schema_migrations")}
+                # migrations applied now to a store that had a schema: an upgrade (a new
+                # store's first migrations are not one)
+                self.upgraded = [n for n, _, _ in _migrations() if done and n not in done]
                 known = _migrations()
                 newest = max((n for n, _, _ in known), default=0)
                 if done and max(done) > newest:
