@@ -32,6 +32,8 @@ class _Report:
         self.report = report
         self.head_diverged = False
         self.envs: dict[str, Env] = {}
+        # activation id -> (session, root seq, state, started seq, finished seq), from the log
+        self.activations: dict[str, tuple[str, int | None, str, int, int | None]] = {}
 
     def add(self, message: str) -> None:
         diffs = self.report.differences
@@ -51,7 +53,11 @@ class _Report:
 def replay_event(state: MindState, event: ev.Event, out: _Report) -> None:
     """Apply one event to ``state`` exactly as the live path did."""
     seq, kind, session = event.seq, event.kind, event.session_id
+    if seq != state.last_seq + 1:
+        out.add(f"{event.ref}: follows @e{state.last_seq}: events are missing from the log")
     state.note_event(seq)
+    if kind in (ev.ACTIVATION_STARTED, ev.ACTIVATION_FINISHED):
+        _note_activation(event, out)
     if kind == ev.TX_COMMITTED:
         try:
             changes = apply_tx(state, read_tx(event.text or ""), out.env(session))
@@ -88,9 +94,38 @@ def replay_event(state: MindState, event: ev.Event, out: _Report) -> None:
             state.apply(changes, commit=False)
     if state.version != event.version:
         out.add(f"{event.ref}: mind version {state.version} on replay, {event.version} stored")
+    if state.clock != event.clock:
+        out.add(f"{event.ref}: clock {state.clock} on replay, {event.clock} stored")
     if not out.head_diverged and state.head != event.head:
         out.head_diverged = True
         out.add(f"{event.ref}: head hash diverges here (first divergence)")
+
+
+def _note_activation(event: ev.Event, out: _Report) -> None:
+    """An activation's start or end, as the log says it (the rows decide causal protection)."""
+    payload = event.payload or {}
+    activation = str(payload.get("activation"))
+    if event.kind == ev.ACTIVATION_STARTED:
+        root = payload.get("root")
+        root_seq = int(root[2:]) if isinstance(root, str) and root.startswith("@e") else None
+        out.activations[activation] = (event.session_id, root_seq, "running", event.seq, None)
+    elif activation in out.activations:
+        session, root_seq, _, started, _ = out.activations[activation]
+        ended = str(payload.get("state"))
+        out.activations[activation] = (session, root_seq, ended, started, event.seq)
+    else:
+        out.add(f"{event.ref}: activation {activation} finishes but never started")
+
+
+def _compare_activations(r: ReadTxn, out: _Report) -> None:
+    stored = {
+        a.activation_id: (a.session_id, a.root_seq, a.state, a.started_seq, a.finished_seq)
+        for a in r.activations()
+    }
+    for activation in sorted(set(stored) | set(out.activations)):
+        replayed, row = out.activations.get(activation), stored.get(activation)
+        if replayed != row:
+            out.add(f"activation {activation}: replay {replayed}, stored {row}")
 
 
 def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
@@ -151,6 +186,7 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
             out.add(f"boundary {boundary}: replay v{replayed}, stored v{version}")
     if seen != len(state.boundary_versions):
         out.add(f"boundary versions: replay has {len(state.boundary_versions)}, store has {seen}")
+    _compare_activations(r, out)
 
 
 def audit_context(

@@ -20,7 +20,7 @@ from typing import IO, TYPE_CHECKING, Any
 from morphz import events as ev
 from morphz import observe as appending
 from morphz import owners
-from morphz.checks import check_id, check_window, parse_ref
+from morphz.checks import check_id, check_whole, check_window, parse_ref
 from morphz.errors import InputError
 from morphz.ids import make_ref
 from morphz.mind import (
@@ -137,6 +137,9 @@ class Context:
             )
 
     def events(self, after: int = 0, limit: int | None = None) -> list[ev.Event]:
+        """The events after seq ``after``, at most ``limit`` of them (all when None)."""
+        if limit is not None and check_whole(limit, "limit", 0) == 0:
+            return []
         out: list[ev.Event] = []
         with self.db.store.read(self.id) as r:
             for event in r.events(after):
@@ -351,11 +354,17 @@ class Context:
         text: str | None,
         payload: dict[str, Any] | None,
         session: str,
+        *,
         on_write: Callable[[WriteTxn, int], None] | None = None,
+        before: Callable[[WriteTxn], None] | None = None,
     ) -> ev.Event:
+        """Append a runtime event in one write transaction: ``before`` checks the state under
+        the writer lock, ``on_write`` writes what goes with the event."""
         check_id(session, "session id")
         recorded = self.db.timestamp()
         with self.db.store.write(self.id) as w:
+            if before is not None:
+                before(w)
             row = w.row
             seq = row.last_seq + 1
             changes = Changes()
@@ -399,10 +408,13 @@ class Context:
     def create_session(self, session: str) -> ev.Event:
         """Create a session explicitly (the first event in a new session also creates it)."""
         check_id(session, "session id")
-        with self.db.store.read(self.id) as r:
-            if r.session(session) is not None:
+
+        def absent(w: WriteTxn) -> None:  # under the writer lock: two creators cannot both pass
+            if w.session(session) is not None:
                 raise InputError(f"session '{session}' already exists in context '{self.id}'")
-        return self._runtime_event(ev.SESSION_CREATED, None, {"session": session}, session)
+
+        payload = {"session": session}
+        return self._runtime_event(ev.SESSION_CREATED, None, payload, session, before=absent)
 
     def start_activation(
         self, session: str, root: str | None = None, objective: str | None = None
@@ -426,7 +438,7 @@ class Context:
             w.put_activation(row)
 
         payload = {"activation": activation_id, "root": root, "objective": objective}
-        self._runtime_event(ev.ACTIVATION_STARTED, None, payload, session, put)
+        self._runtime_event(ev.ACTIVATION_STARTED, None, payload, session, on_write=put)
         return activation_id
 
     def finish_activation(
@@ -444,7 +456,7 @@ class Context:
             w.put_activation(replace(act, state=state, finished_seq=seq))
 
         payload = {"activation": activation_id, "state": state, "reason": reason}
-        self._runtime_event(ev.ACTIVATION_FINISHED, None, payload, session, put)
+        self._runtime_event(ev.ACTIVATION_FINISHED, None, payload, session, on_write=put)
 
     def _running(self, r: ReadTxn, activation_id: str) -> ActivationRow:
         act = r.activation(activation_id)

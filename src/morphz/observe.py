@@ -49,12 +49,14 @@ def check_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
         return None
     if not isinstance(meta, Mapping):
         raise InputError("meta must be a JSON object (a mapping)")
-    try:
-        text = json.dumps(meta, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"meta must be JSON-serializable: {exc}") from exc
+    try:  # as the store writes it: keys sorted, strict JSON (no NaN or Infinity)
+        text = json.dumps(meta, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        what = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InputError(f"meta must be a JSON object (strict JSON, string keys): {what}") from exc
     check_text(text, "meta")
-    return dict(meta)
+    stored: dict[str, Any] = json.loads(text)  # what reading the event back gives
+    return stored
 
 
 def check(item: Observation) -> Checked:
@@ -139,12 +141,20 @@ class ImportReport:
         }
 
 
+def _not_json(constant: str) -> Any:
+    """JSON has no NaN or Infinity (Python's reader accepts them)."""
+    raise ValueError(f"{constant} is not JSON")
+
+
 def parse_line(number: int, line: str) -> Checked:
     """One JSON Lines record: {"kind"?, "text", "time"?, "meta"?}; errors name the line."""
     try:
-        record = json.loads(line)
+        record = json.loads(line, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
         raise HistoryImportError(f"line {number}: not valid JSON ({exc.msg})", line=number) from exc
+    except (ValueError, RecursionError) as exc:  # NaN, a huge integer, nesting too deep
+        what = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise HistoryImportError(f"line {number}: not valid JSON ({what})", line=number) from exc
     if not isinstance(record, dict):
         raise HistoryImportError(f"line {number}: expected a JSON object", line=number)
     unknown = set(record) - {"kind", "text", "time", "meta"}

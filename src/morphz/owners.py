@@ -93,9 +93,15 @@ def owner_alive(owner: Owner) -> bool | None:
         return None
     if not _pid_exists(owner.pid):
         return False
-    if owner.started is None or _boot_id() is None:
+    boot = _boot_id()
+    if owner.started is None or boot is None:
         return True  # no start identity to compare: the pid alone decides
-    return process_start(owner.pid) == owner.started
+    fields = _stat_fields(owner.pid)
+    if fields is None:  # it exists, but its start cannot be read (/proc hidepid): cannot tell
+        return None
+    if len(fields) < 20 or fields[0] in _DEAD_STATES:
+        return False  # exited (a zombie)
+    return f"{boot}:{fields[19]}" == owner.started
 
 
 __all__ = ["Owner", "current_owner", "host_name", "owner_alive", "process_start"]

@@ -186,6 +186,9 @@ def _parse_meta(_ctx: click.Context, _param: click.Parameter, value: str | None)
         meta = json.loads(value)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not valid JSON: {exc}") from exc
+    except (ValueError, RecursionError) as exc:  # a huge integer, nesting too deep
+        what = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise click.BadParameter(f"not usable JSON: {what}") from exc
     if not isinstance(meta, dict):
         raise click.BadParameter('must be a JSON object, e.g. {"source": "ci"}')
     return meta
