@@ -39,27 +39,6 @@ def found(ctx: morphz.Context, query: str, **kw: Any) -> set[str]:
 # ------------------------------------------------------------------ chronological paging
 
 
-def test_chronological_paging_repeats_a_frame_revised_between_pages(
-    ctx: morphz.Context,
-) -> None:
-    """docs/decisions.md: 'A frame whose text changes between pages ... is not returned
-    again.' A chronological page walk returns a revised frame a second time."""
-    for name in ("alpha", "beta", "gamma"):
-        commit(ctx, f"(create notes/{name} (note {name}))")
-    first = ctx.recall.search(since="2000-01-01T00:00:00Z", kinds=["frames"], limit=1)
-    pages = keys(first)
-    assert pages == ["frame:notes/alpha"]
-    commit(ctx, "(revise notes/alpha (note alpha revised))")
-    cursor = first.next_cursor
-    while cursor is not None:
-        page = ctx.recall.search(
-            since="2000-01-01T00:00:00Z", kinds=["frames"], limit=1, cursor=cursor
-        )
-        pages.extend(keys(page))
-        cursor = page.next_cursor
-    assert pages == ["frame:notes/alpha", "frame:notes/beta", "frame:notes/gamma"]
-
-
 # ------------------------------------------------------------------ tokenization
 
 

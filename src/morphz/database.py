@@ -79,12 +79,10 @@ def open(
     path = Path(text).expanduser()
     store = SqliteStore(path, synchronous=synchronous, busy_timeout=busy_timeout, create=create)
     db = Database(store, now=now)
-    if REBUILDS_RECALL & set(store.upgraded):  # the index is missing or made the old way
-        for context_id in db.contexts():
+    try:  # a recall index missing (a store from before recall) or made the old way: rebuild
+        for context_id in store.stale_recall():  # it stays marked until its rebuild completes
             db.context(context_id).recall_index.rebuild()
+    except BaseException:
+        db.close()
+        raise
     return db
-
-
-# migrations after which the recall index (derived data) is rebuilt: 0002_recall made it empty
-# for the events already stored; 0008_recall_tokens changed the tokens it holds
-REBUILDS_RECALL = frozenset({2, 8})

@@ -6,6 +6,7 @@ the environment (see :mod:`morphz.runtime.config`). Reference: docs/cli.md.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
@@ -164,14 +165,18 @@ def exec_command(
 
 
 def _produced(ctx: morphz.Context, result: ActivationResult) -> list[morphz.Event]:
-    """Every event ``result``'s activation produced, in order: its request, then everything
-    recorded in its session from its start to its end (the commits and the start and finish
-    records as well as the replies, results and receipts)."""
-    (row,) = [a for a in ctx.activations() if a.activation_id == result.activation]
-    end = row.finished_seq or ctx.status().last_seq
-    span = ctx.events(after=row.started_seq - 1, limit=end - row.started_seq + 1)
+    """Every event ``result``'s activation produced, in order: what its steps recorded (its
+    request, replies, results, receipts), its start and finish records, and the commits its
+    receipts name. Another activation's events, even in the same session, are not among them."""
     seqs = {ref_seq(ref) for ref in result.events}
-    seqs |= {e.seq for e in span if e.session_id == result.session}
+    for seq in sorted(seqs):
+        event = ctx.event(f"@e{seq}")
+        if event.kind == "tx_receipt" and (event.text or "").startswith('{"ok":true'):
+            committed = json.loads(event.text or "").get("event")  # the commit it is for
+            if isinstance(committed, str) and committed.startswith("@e"):
+                seqs.add(ref_seq(committed))
+    (row,) = [a for a in ctx.activations() if a.activation_id == result.activation]
+    seqs |= {row.started_seq} | ({row.finished_seq} if row.finished_seq else set())
     return [ctx.event(f"@e{seq}") for seq in sorted(seqs)]
 
 

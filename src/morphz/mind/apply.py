@@ -460,10 +460,10 @@ def _restore_session(a: _Apply, op: o.RestoreSession) -> None:
 
 def _fast_path(a: _Apply) -> None:
     """Supersede fast path (DESIGN §7): a frame retired in this tx whose successor cites it and
-    is declared ``(relate NEW supersedes OLD)`` in this same tx is retired at once. Decided on
-    the state the whole tx leaves: a later operation of the tx that drops the citation or the
-    edge (or restores the frame) means no fast path. A checkpoint taken within the tx, after
-    the three, snapshots the frame still retiring."""
+    is declared ``(relate NEW supersedes OLD)`` in this same tx is retired at once — from the
+    operation that completes the three (so a later checkpoint in the tx sees it retired). A
+    later operation of the same tx that drops the citation or the edge does not undo it: the
+    rule is what every recorded history was applied with, and the audit replays them by it."""
     added = [e for e, present in a.changes.edges.items() if present and e[1] == "supersedes"]
     if not added:
         return
@@ -509,6 +509,6 @@ def apply_tx(view: MindView, tx: o.Tx, env: Env = REPLAY_ENV) -> Changes:
     for index, op in enumerate(tx.ops):
         a.index, a.op = index, op
         _HANDLERS[type(op)](a, op)
-    if a.retired_frames:
-        _fast_path(a)  # on what the whole tx left: successor, edge and retire
+        if a.retired_frames:
+            _fast_path(a)  # as soon as successor, edge and retire are all there
     return a.changes

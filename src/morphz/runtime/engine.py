@@ -45,7 +45,7 @@ from morphz.encoding.delta import DeltaEncoder
 from morphz.encoding.prefix import PrefixMeter, request_text
 from morphz.encoding.sessions import MAX_REFS
 from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens, exact_counter
-from morphz.errors import MorphzError
+from morphz.errors import InputError, MorphzError
 from morphz.ids import ref_seq
 from morphz.observe import Observation
 from morphz.runtime.models.base import (
@@ -59,6 +59,7 @@ from morphz.runtime.models.base import (
 from morphz.runtime.models.retry import BACKOFF, refused_share
 from morphz.runtime.tools.base import Tool, ToolContext, ToolOutcome, ToolRegistry, valid_text
 from morphz.store.active_base import ActiveObservation
+from morphz.store.base import ActivationRow
 
 if TYPE_CHECKING:
     from morphz.contextdb import Context
@@ -274,7 +275,7 @@ class _Run:
             if batch is None:
                 await self.finish("failed", self._pending_failure)
                 return None
-            encoding = batch
+            encoding, self.maintenance = batch, True  # a batch is a maintenance request
         tools = tuple(t.schema for t in self.e.tools.offered(self.maintenance))
         text, layout = self._text(encoding)
         return ModelRequest(text, tools, (), self.e.config.max_output_tokens, layout)
@@ -437,7 +438,7 @@ class _Run:
             if not response.text:
                 await self.finish("failed", "the model returned neither a reply nor tool calls")
                 return True
-            self.result.reply = response.text
+            self.result.reply = valid_text(response.text)
             await self.finish("delivered", None)
             return True
         outcomes = [await self._run_tool(call) for call in response.tool_calls]
@@ -502,8 +503,20 @@ class _Run:
         stays running, so the caller's cleanup (``interrupted``) records it again."""
         if self.result.state != "running":
             return
-        await asyncio.to_thread(self.e.ctx.finish_activation, self.activation, state, reason)
+        try:
+            await asyncio.to_thread(self.e.ctx.finish_activation, self.activation, state, reason)
+        except InputError:
+            # not running any more: an earlier finish's write committed while its caller was
+            # cancelled; its record stands (the cancellation goes on up)
+            row = await asyncio.to_thread(self._row)
+            if row is None or row.state == "running":
+                raise
+            state = row.state
         self.result.state, self.result.reason = state, reason
+
+    def _row(self) -> ActivationRow | None:
+        found = [a for a in self.e.ctx.activations() if a.activation_id == self.activation]
+        return found[0] if found else None
 
 
 _STATE_LINE = re.compile(r"^ ?\((@e\d+)[ )].*$", re.M)  # an observation-state item, by ref

@@ -83,7 +83,6 @@ class SqliteStore:
         if synchronous.upper() not in ("NORMAL", "FULL"):
             raise StoreError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self.path = Path(path)
-        self.upgraded: list[int] = []  # the migrations this open applied to an existing schema
         self.synchronous = synchronous.upper()
         self.busy_timeout = busy_timeout
         self._write_lock = threading.RLock()
@@ -156,9 +155,6 @@ class SqliteStore:
                     "(number INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
                 )
                 done = {r[0] for r in conn.execute("SELECT number FROM schema_migrations")}
-                # migrations applied now to a store that had a schema: an upgrade (a new
-                # store's first migrations are not one)
-                self.upgraded = [n for n, _, _ in _migrations() if done and n not in done]
                 known = _migrations()
                 newest = max((n for n, _, _ in known), default=0)
                 if done and max(done) > newest:
@@ -199,6 +195,15 @@ class SqliteStore:
             )
             SqliteRecall(conn, context_id).ensure()
         return ContextRow(context_id, created_at, 0, 0, 0, GENESIS_HEAD, window, window, 0.0, 0)
+
+    def stale_recall(self) -> list[str]:
+        rows = self._reader().execute(
+            "SELECT c.context_id FROM contexts c "
+            "LEFT JOIN recall_meta m ON m.context_id = c.context_id "
+            "WHERE (m.context_id IS NULL AND c.last_seq > 0) OR m.indexed_seq < 0 "
+            "ORDER BY c.context_id"
+        )
+        return [r[0] for r in rows]
 
     def context_ids(self) -> list[str]:
         try:

@@ -251,9 +251,9 @@ class SqliteRecall:
         sql = (
             "SELECT rf.time_us, -rf.key FROM recall_frames rf "
             "JOIN frames fr ON fr.context_id = rf.context_id AND fr.frame_id = rf.frame_id "
-            # the pin holds documents, not frames: a frame revised since the first page has a
-            # newer document (and a newer time), so it is not walked into a second time
-            "WHERE rf.context_id = ? AND -rf.doc_id <= ?"
+            # pinned by key: a frame revised between pages is walked into again at its new
+            # time (pinned by document, it would be skipped when revised before it is reached)
+            "WHERE rf.context_id = ? AND rf.key <= ?"
         )
         params: list[object] = [self.cid, pin.max_frame_doc]
         where, more = _window_sql("rf.time_us", "-rf.key", "fr.lifecycle", filters, after)

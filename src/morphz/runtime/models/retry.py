@@ -156,6 +156,12 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
 
 _USED_OVER_MAX = re.compile(r"(\d+) tokens > (\d+) maximum")  # Anthropic
 _INPUT_PLUS_OUTPUT = re.compile(r"(\d+) \+ (\d+) > (\d+)")  # Anthropic: input + max_tokens
+# vLLM: "you requested T tokens (N in the messages, K in the completion)": the input that fits
+# is the maximum less the completion, not a share of T
+_MAX_WITH_COMPLETION = re.compile(
+    r"maximum context length is (\d+) tokens\. However, you requested \d+ tokens \((\d+) in "
+    r"the messages, (\d+) in the completion\)"
+)
 _MAX_THEN_USED = re.compile(  # OpenAI, vLLM and others of their wording
     r"maximum context length is (\d+) tokens\. However, (?:your messages resulted in|you "
     r"requested) (\d+) tokens"
@@ -169,8 +175,12 @@ def refused_share(text: str, default: float = BACKOFF) -> float:
     used_max = _USED_OVER_MAX.search(text)
     max_used = _MAX_THEN_USED.search(text)
     plus = _INPUT_PLUS_OUTPUT.search(text)
+    completion = _MAX_WITH_COMPLETION.search(text)
     if plus is not None:  # the input must leave room for the output budget
         used, output, window = (int(g) for g in plus.groups())
+        maximum = window - output
+    elif completion is not None:
+        window, used, output = (int(g) for g in completion.groups())
         maximum = window - output
     elif used_max is not None:
         used, maximum = int(used_max.group(1)), int(used_max.group(2))
