@@ -59,7 +59,6 @@ from morphz.runtime.models.base import (
 from morphz.runtime.models.retry import BACKOFF, refused_share
 from morphz.runtime.tools.base import Tool, ToolContext, ToolOutcome, ToolRegistry, valid_text
 from morphz.store.active_base import ActiveObservation
-from morphz.store.base import ActivationRow
 
 if TYPE_CHECKING:
     from morphz.contextdb import Context
@@ -506,17 +505,22 @@ class _Run:
         try:
             await asyncio.to_thread(self.e.ctx.finish_activation, self.activation, state, reason)
         except InputError:
-            # not running any more: an earlier finish's write committed while its caller was
-            # cancelled; its record stands (the cancellation goes on up)
-            row = await asyncio.to_thread(self._row)
-            if row is None or row.state == "running":
+            # not running any more: its end is recorded already, by an earlier finish of ours
+            # whose caller was cancelled as it wrote, or by another process that interrupted it.
+            # The record stands, and the result says what it says.
+            recorded = await asyncio.to_thread(self._recorded_end)
+            if recorded is None:
                 raise
-            state = row.state
+            state, reason = recorded
         self.result.state, self.result.reason = state, reason
 
-    def _row(self) -> ActivationRow | None:
+    def _recorded_end(self) -> tuple[str, str | None] | None:
+        """The state and reason this activation's end was recorded with, or None (running)."""
         found = [a for a in self.e.ctx.activations() if a.activation_id == self.activation]
-        return found[0] if found else None
+        if not found or found[0].finished_seq is None:
+            return None
+        payload = self.e.ctx.event(found[0].finished_seq).payload or {}
+        return found[0].state, payload.get("reason")
 
 
 _STATE_LINE = re.compile(r"^ ?\((@e\d+)[ )].*$", re.M)  # an observation-state item, by ref

@@ -108,7 +108,8 @@ class Store(Protocol):
 
     def stale_recall(self) -> list[str]:
         """The contexts whose recall index must be rebuilt: events but no index (a store from
-        before recall), or one a migration marked stale (tokens of an older kind)."""
+        before recall), one a migration marked stale (tokens of an older kind), or one whose
+        rebuild did not finish."""
         ...
 
     def read(self, context_id: str) -> AbstractContextManager[ReadTxn]: ...

@@ -200,7 +200,9 @@ class SqliteStore:
         rows = self._reader().execute(
             "SELECT c.context_id FROM contexts c "
             "LEFT JOIN recall_meta m ON m.context_id = c.context_id "
-            "WHERE (m.context_id IS NULL AND c.last_seq > 0) OR m.indexed_seq < 0 "
+            # every event goes through the indexer in its own write: behind only when a
+            # migration marked it (-1), or a rebuild from an empty index has not finished
+            "WHERE (m.context_id IS NULL AND c.last_seq > 0) OR m.indexed_seq < c.last_seq "
             "ORDER BY c.context_id"
         )
         return [r[0] for r in rows]

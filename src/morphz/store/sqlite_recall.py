@@ -10,6 +10,7 @@ the events and the mind it describes.
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from collections.abc import Iterable, Iterator
 
@@ -324,9 +325,10 @@ class SqliteRecall:
         return IndexStats(table, meta[1], events, frames, by_kind)
 
     def begin_rebuild(self) -> str:
-        """Create an empty building table beside the live one (dropping a stale one)."""
-        building = f"{self.table()}_rebuild"
-        self.conn.execute(f"DROP TABLE IF EXISTS {building}")
+        """Create an empty building table beside the live one, named for this rebuild alone:
+        two processes rebuilding at once (two openers of an upgraded store) each swap a whole
+        index in, and neither drops the other's. One a crash left behind stays, unused."""
+        building = f"{self.table()}_rebuild_{secrets.token_hex(4)}"
         create_fts(self.conn, building)
         return building
 
