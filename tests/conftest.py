@@ -103,3 +103,19 @@ def db(open_db: Callable[[], morphz.Database]) -> morphz.Database:
 @pytest.fixture
 def ctx(db: morphz.Database) -> morphz.Context:
     return db.context("context-default", create=True)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A folder for an engine's file tools (test modules may have their own)."""
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """A workspace folder for the file tools' tests."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root

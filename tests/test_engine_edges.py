@@ -23,13 +23,6 @@ from morphz.runtime.models.scripted import FunctionModel
 AGENT_TOOLS = {"context_tx", "recall"}
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "workspace"
-    folder.mkdir()
-    return folder
-
-
 def _engine(ctx: morphz.Context, model: Any, workspace: Path, **config: Any) -> Engine:
     return Engine(ctx, model, build_tools(Settings()), RuntimeConfig(workspace=workspace, **config))
 

@@ -102,35 +102,14 @@ def test_observe_meta_nested_too_deep_is_a_typed_error(ctx: morphz.Context) -> N
         ctx.observe("user_message", "x", meta=meta)
 
 
+OBSERVE_X = ["context", "observe", "--kind", "user_message", "--text", "x"]
+
+
 @pytest.mark.parametrize(
     ("args", "stdin"),
     [
-        (
-            [
-                "context",
-                "observe",
-                "--kind",
-                "user_message",
-                "--text",
-                "x",
-                "--meta",
-                '{"a": ' + "1" * 5000 + "}",
-            ],
-            None,
-        ),
-        (
-            [
-                "context",
-                "observe",
-                "--kind",
-                "user_message",
-                "--text",
-                "x",
-                "--meta",
-                "[" * 100_000,
-            ],
-            None,
-        ),
+        ([*OBSERVE_X, "--meta", '{"a": ' + "1" * 5000 + "}"], None),
+        ([*OBSERVE_X, "--meta", "[" * 100_000], None),
         (["context", "import", "-"], '{"text": "b", "meta": {"x": ' + "1" * 5000 + "}}\n"),
     ],
     ids=["observe-huge-int", "observe-deep", "import-huge-int"],

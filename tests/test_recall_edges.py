@@ -2,34 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import pytest
 
 import morphz
-from morphz.recall.search import Hit, SearchPage
-
-_numbers = itertools.count(1)
-
-
-def commit(ctx: morphz.Context, *ops: str, reason: str = "upkeep") -> morphz.Receipt:
-    return ctx.commit(
-        f'(context-tx (base-version {ctx.version}) (reason "{reason}") ' + " ".join(ops) + ")"
-    )
-
-
-def say(ctx: morphz.Context, text: str, kind: str = "user_message", **kw: Any) -> str:
-    session = kw.pop("session", None) or f"s{next(_numbers)}"
-    return ctx.observe(kind, text, session=session, **kw).ref
-
-
-def key(hit: Hit) -> str:
-    return hit.ref if hit.ref is not None else f"frame:{hit.frame_id}"
-
-
-def keys(page: SearchPage) -> list[str]:
-    return [key(h) for h in page.hits]
+from test_recall import commit, key, keys, say  # noqa: F401
 
 
 def found(ctx: morphz.Context, query: str, **kw: Any) -> set[str]:

@@ -4,7 +4,6 @@ on the code as it then was."""
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -12,37 +11,9 @@ from typing import Any
 import pytest
 
 import morphz
-from morphz.encoding.tokens import estimate_tokens
-from morphz.interfaces.cli_agent import build_tools
-from morphz.runtime.config import Settings
-from morphz.runtime.engine import Engine, RuntimeConfig
 from morphz.runtime.models.base import ContextTooLongError, ModelRequest, ModelResponse, ToolCall
 from morphz.runtime.models.scripted import FunctionModel
-
-AGENT_TOOLS = {"context_tx", "recall"}
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "workspace"
-    folder.mkdir()
-    return folder
-
-
-def _engine(ctx: morphz.Context, model: Any, workspace: Path, **config: Any) -> Engine:
-    return Engine(ctx, model, build_tools(Settings()), RuntimeConfig(workspace=workspace, **config))
-
-
-def _history(ctx: morphz.Context, count: int, words: int = 60) -> None:
-    lines = [
-        json.dumps({"kind": "external_event", "text": f"log line {i}: " + "status ok " * words})
-        for i in range(count)
-    ]
-    ctx.import_history(io.StringIO("\n".join(lines)), session="feed")
-
-
-def _sent_tokens(request: ModelRequest) -> int:
-    return estimate_tokens(request.encoding) + sum(estimate_tokens(t.text) for t in request.tools)
+from test_engine_edges import AGENT_TOOLS, _engine, _history, _sent_tokens
 
 
 def test_batch_after_a_refused_increment_offers_only_the_maintenance_tools(

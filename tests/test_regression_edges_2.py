@@ -17,14 +17,6 @@ from morphz.runtime.engine import Engine, RuntimeConfig
 from morphz.runtime.models.base import ModelRequest, ModelResponse
 from morphz.runtime.models.scripted import FunctionModel
 
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "workspace"
-    folder.mkdir()
-    return folder
-
-
 # --- engine.finish: an activation finished by someone else ---------------------------------------
 
 

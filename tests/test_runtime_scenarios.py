@@ -181,13 +181,6 @@ def receipt(event: ev.Event) -> dict[str, Any]:
     return data
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "workspace"
-    folder.mkdir()
-    return folder
-
-
 # --- 1. the deployment story --------------------------------------------------------------
 
 PROMPT = "Please prepare the deployment of the checkout service to production."

@@ -33,13 +33,6 @@ def sha(data: bytes) -> str:
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
 def tc(ws: Path) -> ToolContext:
     return ToolContext(None, "s", "a", ws, (Path("morphz.toml"),))  # type: ignore[arg-type]
 

@@ -38,13 +38,6 @@ def sha(data: str | bytes) -> str:
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
 def outside(tmp_path: Path) -> Path:
     d = tmp_path / "outside"
     d.mkdir()
