@@ -34,6 +34,8 @@ from morphz import demo
 from morphz.encoding import DeltaEncoder, EncodeOptions, Encoding, PrefixMeter, render
 from morphz.encoding.blocks import CacheLayout, PlainLayouts
 from morphz.encoding.prefix import BlockCacheMeter, tools_text
+from morphz.runtime.engine import MESSAGE_TOKENS
+from morphz.runtime.tools.base import ToolRegistry
 
 FULL = {"histories": [1_000, 1_000_000], "active": [50, 500, 5_000], "samples": 200, "warmup": 10}
 FULL |= {"sessions": [10, 10_000]}
@@ -391,15 +393,23 @@ POLICIES: dict[str, Callable[[int, dict[str, Any]], bool]] = {
 }
 
 
-def tool_schemas() -> str:
-    """The tool schemas ``morphz exec`` sends ahead of the encoding (they are part of every
-    request a provider caches: tools, then the system text)."""
-    from morphz.runtime.agent_tools import agent_tools
-    from morphz.runtime.tools.shell import shell_tools
-    from morphz.runtime.tools.workspace import workspace_tools
+def exec_tools() -> ToolRegistry:
+    """The tools ``morphz exec`` offers with its default configuration."""
+    from morphz.interfaces.cli_agent import build_tools
+    from morphz.runtime.config import Settings
 
-    tools = [*agent_tools(), *workspace_tools(), *shell_tools()]
-    return tools_text([t.schema.text for t in tools])
+    return build_tools(Settings())
+
+
+def tool_schemas() -> str:
+    """The tool schemas ``morphz exec`` sends ahead of the encoding, in the order it sends them
+    (they are part of every request a provider caches: tools, then the system text)."""
+    return tools_text([t.schema.text for t in exec_tools().offered(maintenance=False)])
+
+
+# What the runtime binds as the workspace (fixed here, so no figure depends on where the
+# benchmark runs)
+WORKSPACE = "/home/user/checkout"
 
 
 class CacheMeters:
@@ -454,20 +464,23 @@ def bench_prefix(
     state |= {"maintain": POLICIES[policy], "level": "normal"}
     if not revisions:
         state["plan_at"] = -1  # never: the random draws of the other turns stay as they were
-    authority = {"context_tx": "allow", "recall": "allow", "run_tests": "allow", "deploy": "ask"}
+    # the options the runtime's engine compiles with (Engine.options): its tools' authority and
+    # schemas (one part each), the workspace binding, the mode; and its ContextDelta framing
+    tools = exec_tools()
+    authority, parts = tools.authority(), tuple(t.schema.text for t in tools.offered(False))
     schemas = tool_schemas()
-    plain, with_delta, delta = PrefixMeter(), PrefixMeter(), DeltaEncoder()
+    plain, with_delta, delta = PrefixMeter(), PrefixMeter(), DeltaEncoder(MESSAGE_TOKENS)
     caches, layouts = CacheMeters(len(schemas) + 1), PlainLayouts()
     compile_ns, delta_ns, static, fresh, seen, kind = [], [], 0, 0, set(), "first"
     lost: Counter[str] = Counter()  # bytes not reused, by where and after which agent turn
     seeds: Counter[str] = Counter()  # ContextDelta seeds, by DeltaEncoder.last
-    peak, peak_sent, retirements = 0, 0, 0
+    peak, peak_sent, retirements, mind_bytes = 0, 0, 0, 0
     for step in range(STEPS):
         options = EncodeOptions(
             session=SESSION, activation=activation, model="bench-model",
             objectives=("find the cause of the 502s and prepare a fix",), authority=authority,
-            local_time=clock.now.isoformat(), scheduling={"step-limit": 400, "steps-used": step},
-            extra_parts=(schemas,),
+            local_time=clock.now.isoformat(), scheduling={"mode": "work"},
+            bindings={"workspace": WORKSPACE}, extra_parts=parts,
         )  # fmt: skip
         start = time.perf_counter_ns()
         encoding = ctx.encode(options)
@@ -495,6 +508,7 @@ def bench_prefix(
             size = len(schemas) + 1 + len(encoding.text.encode())
             after = size - ends["inbox"]  # observation-state .. evaluate: re-sent every time
             lost["after-inbox"] += after
+            mind_bytes += next(r.end - r.start for r in encoding.regions if r.name == "mind")
             lost[f"inbox, after {kind}"] += size - (plain.reused - before) - after
             key = "delta increment" if delta.last == "increment" else f"delta rebuild: {delta.last}"
             lost[key] += len(request.encode()) - (with_delta.reused - delta_before)
@@ -525,6 +539,7 @@ def bench_prefix(
         "lost_share_without_delta": plain_lost,
         "lost_share_with_delta": delta_lost,
         "new_content_share": [round(fresh / m.total, 4) for m in (plain, with_delta)],
+        "mind_share_without_delta": round(mind_bytes / plain.total, 4),  # part of after-inbox
         "min_share_without_delta": round(min(plain.shares), 4),
         "mean_request_bytes": [round(m.total / (m.requests - 1)) for m in (plain, with_delta)],
         "last_request_bytes": [len(text.encode()) for text in (encoding.text, delta.text or "")],
