@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -31,11 +32,24 @@ MAX_CELL = 60
 
 
 def _cell_lines(cell: str, width: int) -> list[str]:
-    """A cell's lines: its own line breaks, then wrapped at ``width`` characters."""
+    """A cell's lines: its own line breaks, then wrapped at ``width`` characters between words;
+    a word longer than that (an id, a ref) stays whole, so it can be copied."""
     out: list[str] = []
     for line in cell.split("\n") or [""]:
-        out.extend(textwrap.wrap(line, width, break_on_hyphens=False) or [""])
+        wrapped = textwrap.wrap(line, width, break_on_hyphens=False, break_long_words=False)
+        out.extend(wrapped or [""])
     return out
+
+
+def _cells(text: str) -> int:
+    """The terminal cells ``text`` takes: two for a wide (CJK) character, one otherwise."""
+    if text.isascii():
+        return len(text)
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - _cells(text))
 
 
 def table(
@@ -50,16 +64,14 @@ def table(
     body = [[_cell_lines(str(c), max_width) for c in row] for row in rows]
     head = [_cell_lines(h, max_width) for h in headers]
     widths = [
-        max(len(line) for row in [head, *body] for line in row[i]) for i in range(len(headers))
+        max(_cells(line) for row in [head, *body] for line in row[i]) for i in range(len(headers))
     ]
 
     def lines_of(row: list[list[str]]) -> list[str]:
         height = max(len(c) for c in row)
         out = []
         for k in range(height):
-            parts = [
-                (c[k] if k < len(c) else "").ljust(w) for c, w in zip(row, widths, strict=True)
-            ]
+            parts = [_pad(c[k] if k < len(c) else "", w) for c, w in zip(row, widths, strict=True)]
             out.append(f"| {' | '.join(parts)} |" if grid else "  ".join(parts).rstrip())
         return out
 
@@ -261,6 +273,8 @@ def _receipt_summary(text: str | None) -> str:
         rebased = " (rebased)" if data.get("rebased") else ""
         return f"committed {data.get('tx_id')} {versions}{rebased}"
     error = data.get("error") or {}
+    if not isinstance(error, dict):  # anyone may record a tx_receipt: show what it says
+        error = {"code": "error", "message": error}
     return f"refused ({error.get('code')}): {_preview(str(error.get('message')), 90)}"
 
 
@@ -382,8 +396,8 @@ def traversal(page: TraversalPage) -> str:
     ]
     headers = ("depth", "id", "type", "lifecycle", "reached via", "details")
     parts = [head, section("Nodes", table(headers, rows, max_width=200))]
-    content = [
-        f"{n.id}: {' '.join(str(n.details[key]).split())}"
+    content = [  # a body as it is (its canonical text); a preview on one line
+        f"{n.id}: {n.details[key] if key == 'body' else ' '.join(str(n.details[key]).split())}"
         for n in page.nodes
         for key in ("body", "preview")
         if key in n.details
@@ -444,7 +458,7 @@ def view(v: View) -> str:
     return pairs(
         [
             ("preview threshold", f"{v.preview_threshold:,} characters"),
-            ("session window", f"{v.session_hours:g} hours"),
+            ("session window", f"{v.session_hours:.15g} hours"),
             ("session count", f"{v.session_count:,} (the current session included)"),
             ("session tokens", f"{v.session_tokens:,}"),
         ]
