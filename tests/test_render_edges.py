@@ -3,38 +3,17 @@ it was): ids kept whole, wide characters aligned, bodies shown as they are."""
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
 import morphz
 from morphz.interfaces import render
-from morphz.interfaces.cli import main
+from test_cli import Cli
 
 LONG_ID = "project/" + "segment-" * 11 + "end"  # 99 characters: a valid frame id (<= 256)
 WIDE_ID = "计划/部署目标"  # a valid frame id (\w matches CJK), 7 characters, 13 terminal cells
-
-
-class Cli:
-    def __init__(self, db: Path) -> None:
-        self.db = db
-        self.runner = CliRunner()
-
-    def __call__(self, *args: str, code: int = 0, stdin: str | bytes | None = None) -> Result:
-        result = self.runner.invoke(main, [*args, "--db", str(self.db)], input=stdin)
-        if result.exit_code != code:
-            raise AssertionError(
-                f"exit {result.exit_code} != {code} for {args}\n"
-                f"stdout: {result.stdout}\nstderr: {result.stderr}\n{result.exception!r}"
-            )
-        return result
-
-    def json(self, *args: str, code: int = 0, stdin: str | None = None) -> Any:
-        return json.loads(self(*args, "--format", "json", code=code, stdin=stdin).stdout)
 
 
 @pytest.fixture(autouse=True)
