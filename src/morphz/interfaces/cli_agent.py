@@ -17,9 +17,10 @@ import click
 
 import morphz
 from morphz import DEFAULT_CONTEXT
+from morphz.checks import check_id
 from morphz.ids import ref_seq
 from morphz.interfaces import render
-from morphz.interfaces.cli import db_option, emit, format_option, main, out
+from morphz.interfaces.cli import db_option, emit, format_option, main, out, report_error
 from morphz.runtime.agent_tools import agent_tools
 from morphz.runtime.config import Settings, config_paths, load, make_model, read_profile
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
@@ -111,10 +112,10 @@ def agent_options(f: F) -> F:
     """--model, --session, --profile and --workspace, shared by exec and chat."""
     f = click.option(
         "--workspace",
-        type=click.Path(file_okay=False, path_type=Path),
+        type=click.Path(exists=True, file_okay=False, path_type=Path),
         default=Path("."),
         show_default=True,
-        help="The folder the file and exec tools work in.",
+        help="The folder the file and exec tools work in (it must exist).",
     )(f)
     f = click.option(
         "--profile",
@@ -151,6 +152,7 @@ def exec_command(
     Tools whose policy is "ask" follow the configuration's ask_default (deny unless set).
     JSON gives the activation and every event it produced."""
     context_id, prompt = _split(context_and_prompt)
+    check_id(session, "session id")  # before anything is created
     with morphz.open(db_path) as db:
         ctx = _open_context(db, context_id)
         engine = _engine(
@@ -219,6 +221,7 @@ def chat_command(
     /quit.
 
     Tool calls, approvals and commits are shown as they happen; "ask" tools ask you."""
+    check_id(session, "session id")  # at once, not at the first turn
     with morphz.open(db_path) as db:
         ctx = _open_context(db, context_id)
         engine = _engine(
@@ -236,11 +239,17 @@ def chat_command(
                 break
             if not line.strip():
                 continue
-            if line.startswith("/"):
-                if not _slash(engine, session, line.strip()):
-                    break
+            if line.strip().startswith("/"):
+                try:
+                    if not _slash(engine, session, line.strip()):
+                        break
+                except morphz.MorphzError as exc:  # a refused command: say so, keep the chat
+                    report_error(exc, "text")
                 continue
-            result = asyncio.run(_follow(ctx, session, engine.run(line, session=session)))
+            try:
+                result = asyncio.run(_follow(ctx, session, engine.run(line, session=session)))
+            except click.Abort:  # input ended at an approval prompt: the turn was interrupted
+                break
             said = _note_merged_turns(engine, said)
             out(f"agent> {_reply_text(result)}")
 
