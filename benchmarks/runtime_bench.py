@@ -133,18 +133,10 @@ class InstantAgent:
 
 
 def options_like_engine(engine: Engine, activation: str) -> EncodeOptions:
-    """The options the engine compiles a work-mode request with (see engine._encode)."""
-    offered = engine.tools.offered(False)
-    return EncodeOptions(
-        session=SESSION,
-        activation=activation,
-        model=engine.model.name,
-        local_time=engine.clock(),
-        objectives=("bench",),
-        scheduling={"mode": "work"},
-        authority=engine.tools.authority(),
-        calibration=engine.calibration,
-        extra_parts=tuple(json.dumps(t.schema.to_dict()) for t in offered),
+    """The options the engine compiles a work-mode request with: its own (Engine.options, as
+    engine._encode calls it), so the baseline compiles exactly the engine's encoding."""
+    return engine.options(
+        SESSION, activation=activation, objectives=("bench",), scheduling={"mode": "work"}
     )
 
 
