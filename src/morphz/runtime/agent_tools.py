@@ -10,6 +10,7 @@ from typing import Any
 from morphz.errors import MorphzError
 from morphz.runtime.models.base import ToolSchema
 from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.workspace import parse_args
 
 CONTEXT_TX = ToolSchema(
     "context_tx",
@@ -87,35 +88,20 @@ async def _recall(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     return ToolOutcome(f"delivered as {event.ref} (recall_result)", delivered=event.ref)
 
 
-_RECALL_REQUIRED = {"search": (), "read": ("ref",), "frame": ("frame_id",)}
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "integer": (int,), "boolean": (bool,), "array": (list,),
-}  # fmt: skip
+_RECALL_REQUIRED = {"search": [], "read": ["ref"], "frame": ["frame_id"]}
 
 
 def _recall_params(op: str, params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` checked against the recall schema: a missing required argument, or a value of
-    the wrong JSON type or outside its enum, is a ToolError the agent reads."""
-    missing = [name for name in _RECALL_REQUIRED[op] if name not in params]
-    if missing:
-        raise ToolError(f"recall op={op} needs {' and '.join(missing)}")
+    """``params`` checked against the recall schema's properties for ``op`` (as every tool's
+    arguments are: a missing required one, a wrong JSON type, a value outside its range or enum
+    is a ToolError the agent reads); those not given are left to the recall API's defaults."""
     props: dict[str, dict[str, Any]] = RECALL.parameters["properties"]
-    return {name: _recall_arg(name, value, props[name]) for name, value in params.items()}
-
-
-def _recall_arg(name: str, value: Any, spec: dict[str, Any]) -> Any:
-    kind, items = spec["type"], spec.get("items", {}).get("type")
-    if kind == "integer" and isinstance(value, float) and value.is_integer():
-        value = int(value)  # JSON's 10.0 is 10
-    fits = isinstance(value, _JSON_TYPES[kind]) and isinstance(value, bool) == (kind == "boolean")
-    if fits and items is not None:
-        fits = all(isinstance(item, _JSON_TYPES[items]) for item in value)
-    if not fits:
-        what = f"an array of {items}s" if items else f"{'an' if kind == 'integer' else 'a'} {kind}"
-        raise ToolError(f"recall: argument {name!r} must be {what}, not {value!r:.60}")
-    if "enum" in spec and value not in spec["enum"]:
-        raise ToolError(f"recall: argument {name!r} must be one of {spec['enum']}")
-    return value
+    schema = {
+        "properties": {name: props[name] for name in _RECALL_PARAMS[op]},
+        "required": _RECALL_REQUIRED[op],
+    }
+    checked = parse_args(f"recall op={op}", params, schema)
+    return {name: value for name, value in checked.items() if value is not None}
 
 
 def agent_tools() -> list[Tool]:

@@ -50,6 +50,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "integer": (int,),
     "number": (int, float),
     "boolean": (bool,),
+    "array": (list,),
 }
 
 SyncFn = Callable[[dict[str, Any], ToolContext], ToolOutcome]
@@ -72,6 +73,24 @@ def params(required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _of_type(value: Any, spec: dict[str, Any]) -> bool:
+    """Whether ``value`` has the JSON type of ``spec`` (a boolean is not an integer; an array's
+    items have the type its ``items`` names)."""
+    kind, items = spec["type"], spec.get("items", {}).get("type")
+    if isinstance(value, bool) != (kind == "boolean") or not isinstance(value, _TYPES[kind]):
+        return False
+    return items is None or (
+        isinstance(value, list) and all(isinstance(item, _TYPES[items]) for item in value)
+    )
+
+
+def _kind(spec: dict[str, Any]) -> str:
+    items = spec.get("items", {}).get("type")
+    if items is not None:
+        return f"an array of {items}s"
+    return f"{'an' if spec['type'] == 'integer' else 'a'} {spec['type']}"
+
+
 def parse_args(tool: str, args: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     """Check ``args`` against a :func:`params` schema; every property is in the result (its
     default, or None when it has none)."""
@@ -92,12 +111,10 @@ def parse_args(tool: str, args: dict[str, Any], schema: dict[str, Any]) -> dict[
             raise ToolError(f"{tool}: argument {name!r} must be a finite number, not {value}")
         if isinstance(value, str) and (problem := unicode_problem(value)) is not None:
             raise ToolError(f"{tool}: argument {name!r}: {problem[1]}")
-        wrong = isinstance(value, bool) != (kind == "boolean")
-        if value is not None and (wrong or not isinstance(value, _TYPES[kind])):
-            article = "an" if kind == "integer" else "a"
-            raise ToolError(
-                f"{tool}: argument {name!r} must be {article} {kind}, not {value!r:.60}"
-            )
+        if value is not None and not _of_type(value, spec):
+            raise ToolError(f"{tool}: argument {name!r} must be {_kind(spec)}, not {value!r:.60}")
+        if value is not None and "enum" in spec and value not in spec["enum"]:
+            raise ToolError(f"{tool}: argument {name!r} must be one of {spec['enum']}")
         lo, hi, above = spec.get("minimum"), spec.get("maximum"), spec.get("exclusiveMinimum")
         if value is not None and kind in ("integer", "number"):
             if (lo is not None and value < lo) or (hi is not None and value > hi):
