@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -337,6 +338,20 @@ def setup_trajectory(ctx: morphz.Context, clock: Clock) -> tuple[str, str]:
     return root.ref, ctx.start_activation(SESSION, root=root.ref)
 
 
+@dataclass(frozen=True)
+class Shape:
+    """The trajectory's parameters. The defaults are the benchmark's trajectory, fixed since the
+    first runs; benchmarks/prefix_variants.py measures others beside it (never against the
+    issue's targets)."""
+
+    revisions: bool = True  # the agent revises task/plan every 20-30 steps
+    result_chars: int = 1_200  # median characters of a tool result (lognormal, sigma 1)
+    keep: int = 4  # a retirement batch retires what arrived at least this many steps before
+
+
+BENCHMARK = Shape()
+
+
 def agent_turn(ctx: morphz.Context, rng: random.Random, step: int, s: dict[str, Any]) -> str:
     """The maintenance the agent commits at ``step`` (if any); returns what kind it was."""
     ops, reason, kind, arrived, findings = [], None, "append", s["arrived"], s["findings"]
@@ -355,7 +370,7 @@ def agent_turn(ctx: morphz.Context, rng: random.Random, step: int, s: dict[str, 
         ops.append(f"(revise task/plan (from {s['root']}) {steps} (progress {progress}))")
         s["plan_at"], kind = step + rng.randint(20, 30), "revise"
     if s["maintain"](step, s):
-        done = [ref for ref, at in arrived.items() if at <= step - 4]
+        done = [ref for ref, at in arrived.items() if at <= step - s["shape"].keep]
         ops += [f"(retire {' '.join(done)})"] if done else []
         reason = "processed: what matters is in the findings"
         for ref in done:
@@ -372,14 +387,14 @@ def agent_turn(ctx: morphz.Context, rng: random.Random, step: int, s: dict[str, 
     return kind
 
 
-def arrivals(rng: random.Random) -> list[morphz.Observation]:
+def arrivals(rng: random.Random, median: int = BENCHMARK.result_chars) -> list[morphz.Observation]:
     """What the agent's tool calls of one step return: 1-3 results, sometimes a user message."""
     batch = []
     for i in range(rng.choices((1, 2, 3), (50, 35, 15))[0]):
         if i == 0 and rng.random() < 0.04:
             batch.append(morphz.Observation("user_message", sentence(rng, 8, 40)))
         else:
-            chars = min(60_000, max(80, int(rng.lognormvariate(math.log(1_200), 1.0))))
+            chars = min(60_000, max(80, int(rng.lognormvariate(math.log(median), 1.0))))
             batch.append(morphz.Observation("tool_result", tool_text(rng, chars)))
     return batch
 
@@ -390,6 +405,12 @@ def arrivals(rng: random.Random) -> list[morphz.Observation]:
 POLICIES: dict[str, Callable[[int, dict[str, Any]], bool]] = {
     "pressure": lambda step, s: s["level"] != "normal",
     "eager": lambda step, s: step == s["retire_at"],
+}
+# Policies only benchmarks/prefix_variants.py measures: maintaining from warning pressure on, and
+# never retiring an observation (the mind still grows).
+VARIANT_POLICIES: dict[str, Callable[[int, dict[str, Any]], bool]] = {
+    "warning": lambda step, s: s["level"] in ("warning", "critical"),
+    "never": lambda step, s: False,
 }
 
 
@@ -448,12 +469,13 @@ class CacheMeters:
 def bench_prefix(
     tmp: Path,
     policy: str,
-    revisions: bool = True,
+    shape: Shape = BENCHMARK,
     on_request: Callable[[Encoding, str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The prefix trajectory under ``policy``; without ``revisions`` the agent never revises
-    ``task/plan`` (a variant for comparison, not the benchmark's trajectory). ``on_request``
-    sees each step's encoding and ContextDelta request (benchmarks/counting_bench.py)."""
+    """The prefix trajectory under ``policy``; another ``shape`` than the benchmark's (say, the
+    agent never revises ``task/plan``) is a variant for comparison, not the benchmark's
+    trajectory. ``on_request`` sees each step's encoding and ContextDelta request
+    (benchmarks/counting_bench.py)."""
     log(f"(b) prefix reuse over a {STEPS}-step trajectory, {policy} maintenance")
     rng, clock = random.Random(STEPS), Clock(T0)
     db = morphz.open(tmp / f"trajectory-{policy}.db", now=clock)
@@ -461,8 +483,8 @@ def bench_prefix(
     root, activation = setup_trajectory(ctx, clock)
     state = {"root": root, "arrived": {}, "findings": [], "derive_at": rng.randint(3, 5)}
     state |= {"plan_at": rng.randint(20, 30), "retire_at": rng.randint(18, 22)}
-    state |= {"maintain": POLICIES[policy], "level": "normal"}
-    if not revisions:
+    state |= {"maintain": (POLICIES | VARIANT_POLICIES)[policy], "level": "normal", "shape": shape}
+    if not shape.revisions:
         state["plan_at"] = -1  # never: the random draws of the other turns stay as they were
     # the options the runtime's engine compiles with (Engine.options): its tools' authority and
     # schemas (one part each), the workspace binding, the mode; and its ContextDelta framing
@@ -517,13 +539,13 @@ def bench_prefix(
         seen, kind = {o.seq for o in encoding.state.observations}, agent_turn(ctx, rng, step, state)
         retirements += kind == "retire"
         clock.now += timedelta(seconds=rng.randint(5, 60))
-        events = ctx.observe_batch(arrivals(rng), session=SESSION)
+        events = ctx.observe_batch(arrivals(rng, shape.result_chars), session=SESSION)
         state["arrived"].update((e.ref, step) for e in events)
     db.close()
     plain_lost = {k: round(v / plain.total, 4) for k, v in lost.items() if "delta" not in k}
     delta_lost = {k: round(v / with_delta.total, 4) for k, v in lost.items() if "delta" in k}
     suffix = "" if policy == "pressure" else f"_{policy}_maintenance"
-    suffix += "" if revisions else "_no_revisions"
+    suffix += "" if shape.revisions else "_no_revisions"
     results = [
         entry(f"prefix_reuse_without_delta{suffix}", plain.rate, "share", static / plain.total,
               target=">= 0.90", met=plain.rate >= 0.90, requests=plain.requests),
@@ -610,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
         prefix, prefix_details = [], {}
         for policy in [] if args.sessions_only else POLICIES:
             results, prefix_details[policy] = bench_prefix(
-                Path(folder), policy, revisions=not args.no_revisions
+                Path(folder), policy, Shape(revisions=not args.no_revisions)
             )
             prefix += results
     if args.no_revisions:  # a variant measures, it does not meet or miss the issue's targets

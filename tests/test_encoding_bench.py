@@ -4,6 +4,7 @@ the compile part, with a 1,000,000-event history, is not run here)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -11,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "encoding_bench.py"
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+SCRIPT = BENCHMARKS / "encoding_bench.py"
 
 
-def _run(*args: str, only: str = "--prefix-only") -> dict[str, object]:
+@functools.cache
+def _run(*args: str, only: str = "--prefix-only", script: Path = SCRIPT) -> dict[str, object]:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), only, *args],
+        [sys.executable, str(script), *([only] if only else []), *args],
         capture_output=True,
         text=True,
         check=True,
@@ -91,3 +94,22 @@ def test_the_counting_benchmark_counts_every_request_exactly() -> None:
         "estimate_ms_per_step_p50_non_ascii",  # the estimate against the old loop: they agree
     ]
     assert all(r["n"] == 300 for r in results)
+
+
+def test_the_variants_script_measures_the_benchmark_trajectory_in_its_first_row() -> None:
+    """benchmarks/prefix_variants.py: its first row is the benchmark's trajectory and its third the
+    ``--no-revisions`` variant, with the very figures encoding_bench.py reports for them; no row
+    is judged against the issue's targets."""
+    doc = _run("--first", "3", only="", script=BENCHMARKS / "prefix_variants.py")
+    rows = doc["results"]
+    assert isinstance(rows, list) and rows[0]["variant"] == "benchmark"
+    assert doc["all_met"] is None
+    for row, args in ((rows[0], ()), (rows[2], ("--no-revisions",))):
+        bench = _run(*args)["results"]
+        assert isinstance(bench, list)
+        figures = {r["metric"]: r["value"] for r in bench}
+        suffix = "_no_revisions" if args else ""
+        for mode in ("without", "with"):
+            metric = f"prefix_reuse_{mode}_delta"
+            assert row[metric] == figures[metric + suffix]
+        assert row["over_critical"] is False and row["both_targets_reached"] is False
