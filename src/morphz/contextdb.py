@@ -44,7 +44,8 @@ from morphz.txlang import print_tx, read_tx
 if TYPE_CHECKING:
     from morphz.capacity import Budget
     from morphz.database import Database
-    from morphz.encoding.compile import EncodeOptions, Encoding
+    from morphz.encoding.compile import Encoding
+    from morphz.encoding.options import EncodeOptions
     from morphz.encoding.tokens import Calibration
     from morphz.encoding.view import View
     from morphz.recall.api import Recall, RecallIndex
@@ -75,7 +76,8 @@ class Context:
         """Counts, versions and the context pressure of the default encoding, compiled at
         ``local_time`` (an ISO time; it also anchors the session window) as ``encode`` would
         compile it, so the two state the same figure."""
-        from morphz.encoding.compile import EncodeOptions, compile_encoding
+        from morphz.encoding.compile import compile_encoding
+        from morphz.encoding.options import EncodeOptions
 
         with self.db.store.read(self.id) as r:
             row = r.row
@@ -167,10 +169,11 @@ class Context:
     def encode(self, options: EncodeOptions | None = None, **fields: Any) -> Encoding:
         """Compile the Context Encoding for one model request (see :mod:`morphz.encoding`).
         Pass an :class:`~morphz.encoding.EncodeOptions` or its fields as keywords."""
-        from morphz.encoding.compile import EncodeOptions, compile_encoding
+        from morphz.encoding.compile import compile_encoding
+        from morphz.encoding.options import make_options
 
         if options is None:
-            options = EncodeOptions(**fields)
+            options = make_options(**fields)
         elif fields:
             raise InputError("pass either options or keyword fields, not both")
         with self.db.store.read(self.id) as r:

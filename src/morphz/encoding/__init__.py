@@ -1,8 +1,9 @@
 """The Context Encoding: the bounded, canonical, cache-friendly text a model request evaluates."""
 
 from morphz.encoding.blocks import CacheLayout, PlainLayouts, encoding_layout
-from morphz.encoding.compile import EncodeOptions, Encoding, Region, compile_encoding
+from morphz.encoding.compile import Encoding, Region, compile_encoding
 from morphz.encoding.delta import DeltaEncoder
+from morphz.encoding.options import EncodeOptions
 from morphz.encoding.prefix import BlockCacheMeter, PrefixMeter, common_prefix
 from morphz.encoding.tokens import Calibration, estimate_tokens
 from morphz.encoding.view import View

@@ -10,15 +10,16 @@ was. Everything read is bounded by what is in view, never by the length of the h
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from morphz.capacity import Budget, Pressure, pressure
-from morphz.checks import check_id, not_unicode
+from morphz.checks import not_unicode
 from morphz.encoding import render
+from morphz.encoding.options import EncodeOptions, checked, value_text
 from morphz.encoding.protocol import PROTOCOL
 from morphz.encoding.sessions import SessionPlan, horizon, plan_sessions
-from morphz.encoding.tokens import Calibration, Counter, figure, part_tokens
+from morphz.encoding.tokens import figure, part_tokens
 from morphz.encoding.view import View, stored_view
 from morphz.errors import InputError, ParseError
 from morphz.ids import make_ref
@@ -41,46 +42,6 @@ REGION_ORDER = (
 )
 _T = TypeVar("_T")
 PRESSURE_SLACK = 48  # tokens for the pressure figures themselves, added before they are known
-
-
-@dataclass(frozen=True, slots=True)
-class EncodeOptions:
-    """What the runtime knows that the store does not. Every field is rendered verbatim."""
-
-    session: str = "default"
-    activation: str | None = None
-    model: str = "none"
-    local_time: str = "unknown"
-    bindings: dict[str, Any] = field(default_factory=dict)
-    objectives: tuple[str, ...] = ()
-    scheduling: dict[str, Any] = field(default_factory=dict)
-    authority: dict[str, str] = field(default_factory=dict)  # tool -> allow/ask/deny
-    profile: str | None = None  # a bound harness definition
-    capabilities: str | None = None
-    budget: Budget | None = None  # None: the context's stored budget (or the default)
-    calibration: Calibration | None = None
-    counter: Counter | None = None  # an exact tokenizer
-    extra_parts: tuple[str, ...] = ()  # tool schemas and messages sent with the encoding
-    # the view (None: the context's stored one, see morphz.encoding.view)
-    preview_threshold: int | None = None
-    session_hours: float | None = None
-    session_count: int | None = None
-    session_tokens: int | None = None
-    now: str | None = None  # ISO time the session window is measured from (default local_time)
-    only_observations: frozenset[int] | None = None  # a maintenance batch: show only these
-
-    def view_over(self, stored: View) -> View:
-        """``stored`` with the view settings these options give (checked: InputError)."""
-        return View(
-            _given(self.preview_threshold, stored.preview_threshold),
-            _given(self.session_hours, stored.session_hours),
-            _given(self.session_count, stored.session_count),
-            _given(self.session_tokens, stored.session_tokens),
-        )
-
-
-def _given(value: _T | None, stored: _T) -> _T:
-    return stored if value is None else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +142,7 @@ def _kernel(
         "(objectives" + "".join(f" {quote(o)}" for o in opts.objectives) + ")",
         "(running-activations" + "".join(f" {_running(a)}" for a in running) + ")",
         "(scheduling"
-        + "".join(f" ({k} {quote(str(v))})" for k, v in sorted(opts.scheduling.items()))
+        + "".join(f" ({k} {quote(value_text(v))})" for k, v in sorted(opts.scheduling.items()))
         + ")",
         "(authority" + "".join(f" ({k} {v})" for k, v in sorted(opts.authority.items())) + ")",
         f"(pressure {figures})",
@@ -214,7 +175,7 @@ def pressure_figures(p: Pressure) -> str:
 
 
 def _environment(opts: EncodeOptions) -> tuple[str, ...]:
-    bindings = "".join(f" ({k} {quote(str(v))})" for k, v in sorted(opts.bindings.items()))
+    bindings = "".join(f" ({k} {quote(value_text(v))})" for k, v in sorted(opts.bindings.items()))
     return (
         f"(model {quote(opts.model)})",
         f"(local-time {quote(opts.local_time)})",
@@ -224,8 +185,7 @@ def _environment(opts: EncodeOptions) -> tuple[str, ...]:
 
 def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     """Compile the encoding of the context open in ``r``."""
-    opts = opts or EncodeOptions()
-    _check(opts)
+    opts = checked(opts or EncodeOptions())
     state = read_state(r)
     if opts.only_observations is not None:
         keep = opts.only_observations
@@ -235,6 +195,8 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
         )
     settings = r.active.settings()  # one read: the budget and the view
     budget = opts.budget or _budget(settings)
+    if opts.budget_limit is not None:
+        budget = replace(budget, configured=opts.budget_limit)
     view = opts.view_over(stored_view(settings))
     cited = r.active.cited_by([f"@e{o.seq}" for o in state.observations])
     running = r.activations(running_only=True)
@@ -304,25 +266,6 @@ def _capabilities(text: str) -> str:
     if any(nesting(f) > MAX_DEPTH - 2 for f in forms):  # shown 2 lists deep in the encoding
         raise InputError(f"capabilities must not nest lists deeper than {MAX_DEPTH - 2} levels")
     return "(cognitive-capabilities" + "".join(f" {to_text(f)}" for f in forms) + ")"
-
-
-def _check(opts: EncodeOptions) -> None:
-    """What the encoding shows bare, not quoted, must be an id (InputError otherwise): the
-    session, the activation, the names in scheduling, authority and bindings; an authority is
-    allow, ask or deny."""
-    check_id(opts.session, "session id")
-    if opts.activation is not None:
-        check_id(opts.activation, "activation id")
-    for what, names in (
-        ("scheduling name", opts.scheduling),
-        ("authority tool name", opts.authority),
-        ("binding name", opts.bindings),
-    ):
-        for name in names:
-            check_id(name, what)
-    for tool, policy in opts.authority.items():
-        if policy not in ("allow", "ask", "deny"):
-            raise InputError(f"the authority of {tool} must be allow, ask or deny, not {policy!r}")
 
 
 def _utf8(text: str, region: str) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 
 from morphz.ids import make_ref
@@ -25,16 +26,49 @@ def observation(obs: ActiveObservation, threshold: int = DEFAULT_PREVIEW_THRESHO
     if len(obs.text) <= threshold:
         return f"{head} (text {quote(obs.text)}))"
     # head + tail <= 3/4 of the threshold < the text: they never overlap, omitted > 0
-    first = min(HEAD_CHARS, threshold // 2)
-    last = min(TAIL_CHARS, threshold // 4)
-    omitted = len(obs.text) - first - last
+    text = obs.text
+    first = _boundary(text, min(HEAD_CHARS, threshold // 2), -1)
+    start = _boundary(text, len(text) - min(TAIL_CHARS, threshold // 4), 1)
+    omitted = start - first
     ref = make_ref(obs.seq)
-    tail = quote(obs.text[len(obs.text) - last :])
+    tail = quote(text[start:])
     return (
-        f"{head} (preview (total-chars {len(obs.text)}) (head {quote(obs.text[:first])}) "
+        f"{head} (preview (total-chars {len(text)}) (head {quote(text[:first])}) "
         f'(omitted "{omitted} characters: read {ref} with recall for the full text") '
         f"(tail {tail})))"
     )
+
+
+_JOINERS = {"\u200c", "\u200d"}  # zero-width (non-)joiner
+MAX_SHIFT = 32  # characters a cut moves at most to keep a character whole
+
+
+def _joins(text: str, cut: int) -> bool:
+    """Whether cutting ``text`` before index ``cut`` would split what a reader sees as one
+    character: a combining mark, variation selector or emoji modifier after the cut, or a
+    zero-width joiner on either side of it."""
+    after, before = text[cut], text[cut - 1]
+    point = ord(after)
+    return (
+        unicodedata.combining(after) != 0
+        or after in _JOINERS
+        or before in _JOINERS
+        or 0xFE00 <= point <= 0xFE0F
+        or 0xE0100 <= point <= 0xE01EF
+        or 0x1F3FB <= point <= 0x1F3FF
+    )
+
+
+def _boundary(text: str, cut: int, step: int) -> int:
+    """``cut`` moved by ``step`` (-1: shorter head, +1: shorter tail) to the nearest place
+    that keeps characters whole, at most MAX_SHIFT away (else ``cut`` itself: a run of marks
+    that long has no such place worth keeping)."""
+    at = cut
+    for _ in range(MAX_SHIFT + 1):
+        if at <= 0 or at >= len(text) or not _joins(text, at):
+            return at
+        at += step
+    return cut
 
 
 def observation_state(obs: ActiveObservation, cited: int) -> str | None:

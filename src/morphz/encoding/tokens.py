@@ -63,7 +63,10 @@ class Calibration:
     def update(self, estimated: int, reported: int) -> None:
         if estimated <= 0 or reported <= 0:
             return
-        ratio = _bounded(reported / estimated)
+        try:
+            ratio = _bounded(reported / estimated)
+        except OverflowError:  # a figure too large for a float: far above the bounds
+            ratio = RATIO_BOUNDS[1]
         self.factor = (
             ratio if self.samples == 0 else (1 - self.alpha) * self.factor + self.alpha * ratio
         )

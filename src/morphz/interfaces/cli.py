@@ -228,7 +228,7 @@ def observe_command(
     "--file",
     "tx_file",
     required=True,
-    type=click.File("r", encoding="utf-8"),
+    type=click.File("r", encoding="utf-8-sig"),  # a byte-order mark is not part of the text
     metavar="F",
     help="File holding the (context-tx ...) text; - reads stdin.",
 )

@@ -6,7 +6,6 @@ docs/cli.md.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import click
@@ -66,12 +65,9 @@ def encoding_command(
     cache."""
     local_time = local_now()
     with open_context(db_path, context_id) as ctx:
-        limits = ctx.budget()
-        if budget is not None:
-            limits = replace(limits, configured=budget)
-        encoding = ctx.encode(
+        encoding = ctx.encode(  # the budget: the one stored in the snapshot it compiles
             session=session,
-            budget=limits,
+            budget_limit=budget,
             model=model,
             local_time=local_time,
             calibration=ctx.calibration(model),

@@ -40,8 +40,9 @@ from morphz import events as ev
 from morphz.capacity import Budget, Item, select_batch
 from morphz.encoding import render
 from morphz.encoding.blocks import CacheLayout, PlainLayouts
-from morphz.encoding.compile import EncodeOptions, Encoding
+from morphz.encoding.compile import Encoding
 from morphz.encoding.delta import DeltaEncoder
+from morphz.encoding.options import EncodeOptions
 from morphz.encoding.prefix import PrefixMeter, request_text
 from morphz.encoding.sessions import MAX_REFS
 from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens, exact_counter

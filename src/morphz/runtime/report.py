@@ -101,7 +101,8 @@ def pick_activations(
         if not found:
             raise InputError(
                 f"no activation {activation!r} in context '{ctx.id}': "
-                "see `morphz context status` or run one with `morphz exec`"
+                "`morphz context requests --last 10` lists the latest ones; run one with "
+                "`morphz exec`"
             )
         return found
     if last < 1:

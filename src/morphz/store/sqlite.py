@@ -95,11 +95,36 @@ class SqliteStore:
                 "first (`morphz context create --db PATH`)"
             )
         try:
+            self._check_foreign(create)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._writer = self._connect()
             self._migrate()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+
+    def _check_foreign(self, create: bool) -> None:
+        """Refuse, before anything is written to it, a file that is not a Morphz store: a SQLite
+        database with tables but no ``schema_migrations`` (another application's, a typo in
+        --db); and, unless ``create``, an empty one."""
+        if not self.path.is_file():
+            return
+        if self.path.stat().st_size == 0:
+            if not create:
+                raise StoreError(
+                    f"{self.path} is an empty file, not a Morphz store yet: create a context "
+                    "there first (`morphz context create --db PATH`)"
+                )
+            return
+        conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        finally:
+            conn.close()
+        if names and "schema_migrations" not in names:
+            raise StoreError(
+                f"{self.path} is a SQLite database but not a Morphz store (it has other tables "
+                "and no schema_migrations): nothing was changed; check --db / MORPHZ_DB"
+            )
 
     # -- connections
 

@@ -1,0 +1,5 @@
+"""``python -m morphz``: the command line, as the ``morphz`` script runs it."""
+
+from morphz.interfaces.cli import main
+
+main()
