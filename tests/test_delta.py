@@ -495,16 +495,24 @@ def test_prefix_meter_over_a_delta_run(ctx: morphz.Context) -> None:
 # ------------------------------------------------------------------ increments are complete
 
 
-def _key(item: SList) -> str:
-    take = 2 if item.head == "session" else 1
+def _key(item: SList, region: str) -> str:
+    take = 2 if item.head == "session" and region == "session-directory" else 1
     return " ".join(to_text(x) for x in item.items[:take])
+
+
+_UPDATED = {  # an update form -> the region it updates
+    "observation-state-update": "observation-state",
+    "session-directory-update": "session-directory",
+    "kernel-update": "kernel",
+    "environment-update": "evaluation-environment",
+}
 
 
 def _keyed(region: SList) -> dict[str, str]:
     out = {}
     for item in region.items[1:]:
         assert isinstance(item, SList) and item.items
-        out[_key(item)] = to_text(item)
+        out[_key(item, str(region.head))] = to_text(item)
     return out
 
 
@@ -567,10 +575,10 @@ def reconstruct(request: str) -> dict[str, object]:
                 checkpoints -= {to_text(c) for c in item.items[1:]}
             else:
                 assert item.head in updates, item.head
-                target = updates[item.head]
+                target, region = updates[item.head], _UPDATED[item.head]
                 for entry in item.items[1:]:
                     assert isinstance(entry, SList)
-                    target[_key(entry)] = to_text(entry)
+                    target[_key(entry, region)] = to_text(entry)
     # the protocol: only observation-state and session-directory entries are withdrawn by an
     # entry with nothing after its head; in the kernel and the environment it is an empty entry
     state, sessions = [

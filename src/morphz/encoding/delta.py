@@ -15,7 +15,8 @@ named (``retired``), edges removed (``unrelated``), checkpoints dropped
 (``dropped-checkpoints``). A change to the seed's own content (one of its observations retired,
 one of its frames revised, retired, restored or moved, one of its relations removed, one of its
 checkpoints dropped; a frame's body or sources changed without a new revision, as a rollback
-does) rebuilds the seed, and so does a new evaluation profile or cognitive-capabilities region.
+does) rebuilds the seed, and so does a new evaluation profile or cognitive-capabilities region,
+or a request for another session (the seed's directory lists its session first).
 So does a change to the mind order that increments cannot
 state (they append new frames at its end): moving a frame an increment brought, or a frame that
 comes back, restored or placed, before frames already sent, or an observation restored before
@@ -69,14 +70,14 @@ class DeltaState:
     items: dict[str, dict[str, str]]  # tracked region -> item key -> canonical item text
 
 
-def _key(item: str) -> str:
-    """An item's key: its head (a ref, a kernel field), or for a session entry its first two
-    words (``session ops``)."""
+def _key(item: str, region: str) -> str:
+    """An item's key: its head (a ref, a kernel field), or for a session-directory entry its
+    first two words (``session ops``); the kernel's ``(session S)`` is the field ``session``."""
     first = item.find(" ")
     if first < 0:
         return item[1:].rstrip(")")
     head = item[1:first]
-    if head != "session":
+    if head != "session" or region != "session-directory":
         return head
     second = item.find(" ", first + 1)
     name = item[first + 1 :] if second < 0 else item[first + 1 : second]
@@ -92,7 +93,7 @@ def _snapshot(encoding: Encoding) -> DeltaState:
         dict(zip((f.id for f in state.frames), encoding.frame_lines, strict=True)),
         set(state.relations),
         state.checkpoints,
-        {name: {_key(item): item for item in encoding.items[name]} for name in _TRACKED},
+        {name: {_key(item, name): item for item in encoding.items[name]} for name in _TRACKED},
     )
 
 
@@ -116,7 +117,7 @@ class DeltaEncoder:
         self._seed_layout: CacheLayout | None = None
         self._cuts: list[int] = []  # where each increment of the current request starts
         self._threshold = 0  # the seed's preview threshold
-        self._harness: tuple[str | None, str | None] = (None, None)  # profile, capabilities
+        self._harness: tuple[str | None, str | None, str] = (None, None, "")  # see _harness
 
     @property
     def layout(self) -> CacheLayout:
@@ -198,9 +199,10 @@ class DeltaEncoder:
         return not set(seed.checkpoints) <= set(state.checkpoints)
 
 
-def _harness(encoding: Encoding) -> tuple[str | None, str | None]:
-    """The seed regions no increment restates: the evaluation profile and the capabilities."""
-    return encoding.options.profile, encoding.options.capabilities
+def _harness(encoding: Encoding) -> tuple[str | None, str | None, str]:
+    """What the seed shows that no increment restates: the evaluation profile, the
+    capabilities, and the session the request is for (the directory lists it first)."""
+    return encoding.options.profile, encoding.options.capabilities, encoding.options.session
 
 
 def _changes(encoding: Encoding, sent: DeltaState, now: DeltaState) -> list[str]:
