@@ -178,7 +178,7 @@ def test_model_sections_merge_key_by_key_across_files(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     settings = load(home, project, {})
-    assert settings.budget is not None and settings.budget.window == 32000  # merged per key
+    assert settings.budget == {"window": 32000, "configured": 20000}  # merged per key
     assert settings.delta_for("openai:m")  # ... but this is lost
     assert not settings.delta_messages_for("openai:m")
 

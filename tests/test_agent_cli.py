@@ -134,7 +134,8 @@ def test_chat_encoding_shows_what_the_agent_would_see(setup: tuple[Path, Path, P
 def test_bad_model_spec_is_a_clear_error(setup: tuple[Path, Path, Path]) -> None:
     db, _, _ = setup
     result = CliRunner().invoke(main, ["exec", "hi", "--model", "gpt4", "--db", str(db)])
-    assert result.exit_code == 1 and "needs a name" in result.stderr
+    assert result.exit_code == 1 and "names no provider" in result.stderr
+    assert "openai:, anthropic:, scripted:" in result.stderr and "openai:gpt4" in result.stderr
 
 
 def test_activity_lines_say_what_happened(setup: tuple[Path, Path, Path]) -> None:

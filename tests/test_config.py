@@ -58,7 +58,8 @@ def test_good_configuration() -> None:
     )
     assert (settings.model, settings.step_limit, settings.ask_default) == ("openai:m", 8, True)
     assert settings.exact_tokens is False
-    assert settings.budget == Budget(window=32_000, output_reserve=2_000, configured=20_000)
+    # the keys the table names, as Budget fields (applied over the context's own budget)
+    assert settings.budget == {"window": 32_000, "output_reserve": 2_000, "configured": 20_000}
     assert settings.policies["exec"] == "deny"
     assert settings.openai_base_url == "http://localhost:11434/v1"
 

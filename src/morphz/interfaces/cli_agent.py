@@ -6,10 +6,13 @@ the environment (see :mod:`morphz.runtime.config`). Reference: docs/cli.md.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
-from collections.abc import Callable, Coroutine
-from dataclasses import replace
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import suppress
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,19 +20,22 @@ import click
 
 import morphz
 from morphz import DEFAULT_CONTEXT
+from morphz.capacity import Budget
 from morphz.checks import check_id
 from morphz.ids import ref_seq
 from morphz.interfaces import render
 from morphz.interfaces.cli import db_option, emit, format_option, main, out, report_error
 from morphz.runtime.agent_tools import agent_tools
 from morphz.runtime.config import Settings, config_paths, load, make_model, read_profile
-from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
+from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig, budget_over
+from morphz.runtime.models.base import Model
 from morphz.runtime.report import pick_activations, request_stats, total
 from morphz.runtime.tools.base import Tool, ToolRegistry
 from morphz.runtime.tools.shell import shell_tools
 from morphz.runtime.tools.workspace import workspace_tools
 
 FOLLOW_INTERVAL = 0.1  # seconds between looks at the events a running chat turn recorded
+T = TypeVar("T")
 
 
 def build_tools(settings: Settings) -> ToolRegistry:
@@ -46,55 +52,106 @@ def build_tools(settings: Settings) -> ToolRegistry:
     return registry
 
 
-def _engine(
-    ctx: morphz.Context,
+@dataclass(frozen=True, slots=True)
+class Agent:
+    """What exec and chat make before they open the store, so that a command refused for its
+    configuration, model, profile or tools creates nothing (docs/cli.md: exit 1 leaves the
+    store unchanged)."""
+
+    model: Model
+    tools: ToolRegistry
+    config: RuntimeConfig
+
+    def engine(self, ctx: morphz.Context) -> Engine:
+        """The engine for ``ctx``; refused at once when the configured [budget] keys make no
+        budget over ``ctx``'s own."""
+        engine = Engine(ctx, self.model, self.tools, self.config)
+        engine.budget()
+        return engine
+
+    def open_context(self, db: morphz.Database, context_id: str) -> morphz.Context:
+        """CTX, created when missing unless the configured [budget] keys make no budget over
+        the one it would have, after marking interrupted the activations that a process on
+        this host left running when it died (said on stderr, so JSON output stays clean)."""
+        if context_id not in db.contexts():
+            budget_over(Budget(), self.config.budget_keys)
+        ctx = db.context(context_id, create=True)
+        marked = ctx.interrupt_orphaned()
+        if marked:
+            click.echo(
+                f"morphz: marked {len(marked)} orphaned activation(s) of {context_id} "
+                "interrupted: " + ", ".join(marked),
+                err=True,
+            )
+        return ctx
+
+
+def prepare(
     db_path: str,
     model_spec: str | None,
     workspace: Path,
     *,
     interactive: bool,
     profile_path: Path | None,
-) -> Engine:
+) -> Agent:
+    """The settings, the profile, the tools and then the model (the one with a client to close)
+    of an exec or chat run; nothing is opened or created."""
     settings = load(Path.home(), Path.cwd(), os.environ)
     profile = read_profile(profile_path) if profile_path is not None else settings.profile
     bound = profile_path or settings.profile_path
-    model = make_model(model_spec or settings.model, settings, os.environ)
+    spec = _model_spec(model_spec, settings)
+    tools = build_tools(settings)
+    model = make_model(spec, settings, os.environ)
     store = Path(db_path).expanduser().resolve()
     configs = config_paths(Path.home(), Path.cwd())
     protected = (store, *configs, *settings.files, *([bound.resolve()] if bound else []))
-
-    async def ask(tool: Tool, args: dict[str, Any]) -> bool:
-        # whole: a person approves exactly what runs, however long
-        shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
-        return await asyncio.to_thread(click.confirm, f"allow {tool.name}({shown})?", False)
 
     config = RuntimeConfig(
         workspace=workspace.resolve(),
         step_limit=settings.step_limit,
         protected_paths=protected,
-        budget=settings.budget,
-        approver=ask if interactive else None,
+        budget_keys=settings.budget,
+        approver=_ask if interactive else None,
         ask_default=settings.ask_default,
-        delta=settings.delta_for(model_spec or settings.model),
-        delta_messages=settings.delta_messages_for(model_spec or settings.model),
+        delta=settings.delta_for(spec),
+        delta_messages=settings.delta_messages_for(spec),
         exact_tokens=settings.exact_tokens,
         profile=profile,
     )
-    return Engine(ctx, model, build_tools(settings), config)
+    return Agent(model, tools, config)
 
 
-def _open_context(db: morphz.Database, context_id: str) -> morphz.Context:
-    """CTX (created when missing), after marking interrupted the activations that a process on
-    this host left running when it died (said on stderr, so JSON output stays clean)."""
-    ctx = db.context(context_id, create=True)
-    marked = ctx.interrupt_orphaned()
-    if marked:
-        click.echo(
-            f"morphz: marked {len(marked)} orphaned activation(s) of {context_id} interrupted: "
-            + ", ".join(marked),
-            err=True,
+async def _ask(tool: Tool, args: dict[str, Any]) -> bool:
+    """A person's approval of ``tool`` called with ``args``: shown whole, however long, so that
+    they approve exactly what runs."""
+    shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    return await asyncio.to_thread(click.confirm, f"allow {tool.name}({shown})?", False)
+
+
+def _model_spec(given: str | None, settings: Settings) -> str:
+    spec = given or settings.model
+    if spec is None:
+        raise morphz.InputError(
+            "no model is configured: give --model SPEC (e.g. --model openai:gpt-4o-mini) or set "
+            'model = "openai:gpt-4o-mini" in morphz.toml (./morphz.toml or ~/.morphz/morphz.toml)'
         )
-    return ctx
+    return spec
+
+
+async def close_model(model: Model) -> None:
+    """Close ``model``'s client (an SDK adapter's pooled connections) in the event loop that
+    used it; a model without one has nothing to close."""
+    aclose = getattr(model, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+async def _closing(model: Model, work: Awaitable[T]) -> T:
+    """``work``, then ``model`` closed, in the same event loop."""
+    try:
+        return await work
+    finally:
+        await close_model(model)
 
 
 def _split(context_and_prompt: tuple[str, ...]) -> tuple[str, str]:
@@ -152,13 +209,13 @@ def exec_command(
     Tools whose policy is "ask" follow the configuration's ask_default (deny unless set).
     JSON gives the activation and every event it produced."""
     context_id, prompt = _split(context_and_prompt)
-    check_id(session, "session id")  # before anything is created
+    check_id(context_id, "context id")  # before anything is created
+    check_id(session, "session id")
+    agent = prepare(db_path, model_spec, workspace, interactive=False, profile_path=profile_path)
     with morphz.open(db_path) as db:
-        ctx = _open_context(db, context_id)
-        engine = _engine(
-            ctx, db_path, model_spec, workspace, interactive=False, profile_path=profile_path
-        )
-        result = asyncio.run(engine.run(prompt, session=session))
+        ctx = agent.open_context(db, context_id)
+        engine = agent.engine(ctx)
+        result = asyncio.run(_closing(engine.model, engine.run(prompt, session=session)))
         _note_merged_turns(engine, said=False)
         events = [e.to_dict() for e in _produced(ctx, result)]
     emit(fmt, {**result.to_dict(), "event_records": events}, lambda: _reply_text(result))
@@ -221,37 +278,76 @@ def chat_command(
     /quit.
 
     Tool calls, approvals and commits are shown as they happen; "ask" tools ask you."""
-    check_id(session, "session id")  # at once, not at the first turn
-    with morphz.open(db_path) as db:
-        ctx = _open_context(db, context_id)
-        engine = _engine(
-            ctx, db_path, model_spec, workspace, interactive=True, profile_path=profile_path
-        )
+    check_id(context_id, "context id")  # at once, before anything is created
+    check_id(session, "session id")
+    agent = prepare(db_path, model_spec, workspace, interactive=True, profile_path=profile_path)
+    _lenient_stdio()
+    # one event loop for the whole chat: the model's client keeps its connections in it
+    with morphz.open(db_path) as db, asyncio.Runner() as runner:
+        engine = agent.engine(agent.open_context(db, context_id))
         out(
             f"morphz chat: context {context_id}, session {session}, model "
             f"{engine.model.name}; /quit to leave"
         )
-        said = False  # the note on merged ContextDelta turns
-        while True:
+        try:
+            _converse(runner, engine, session)
+        finally:
+            runner.run(close_model(engine.model))
+
+
+def _converse(runner: asyncio.Runner, engine: Engine, session: str) -> None:
+    """Read lines until /quit or the end of input; each runs a turn or a command. A refused
+    command or a turn refused for its input (e.g. a line that is not UTF-8) is said and the
+    chat goes on; any other MorphzError of a turn ends the chat (docs/decisions.md)."""
+    said = False  # the note on merged ContextDelta turns
+    while (line := _read_line()) is not None:
+        if not line.strip():
+            continue
+        if line.strip().startswith("/"):
             try:
-                line = click.prompt("you", prompt_suffix="> ", default="", show_default=False)
-            except click.Abort:
-                break
-            if not line.strip():
-                continue
-            if line.strip().startswith("/"):
-                try:
-                    if not _slash(engine, session, line.strip()):
-                        break
-                except morphz.MorphzError as exc:  # a refused command: say so, keep the chat
-                    report_error(exc, "text")
-                continue
-            try:
-                result = asyncio.run(_follow(ctx, session, engine.run(line, session=session)))
-            except click.Abort:  # input ended at an approval prompt: the turn was interrupted
-                break
-            said = _note_merged_turns(engine, said)
-            out(f"agent> {_reply_text(result)}")
+                if not _slash(engine, session, line.strip()):
+                    break
+            except morphz.MorphzError as exc:  # a refused command: say so, keep the chat
+                report_error(exc, "text")
+            continue
+        try:
+            turn = _follow(engine.ctx, session, engine.run(line, session=session))
+            result = runner.run(turn)
+        except click.Abort:  # input ended at an approval prompt: the turn was interrupted
+            break
+        except morphz.InputError as exc:  # the line was refused: say so, keep the chat
+            report_error(exc, "text")
+            continue
+        said = _note_merged_turns(engine, said)
+        out(f"agent> {_reply_text(result)}")
+
+
+def _read_line() -> str | None:
+    """The next line typed, or None at the end of input. A line that is not UTF-8 is refused
+    (said through the one error mapping) and the next one is read."""
+    while True:
+        try:
+            line: str = click.prompt("you", prompt_suffix="> ", default="", show_default=False)
+            line.encode("utf-8")  # bad bytes come in as lone surrogates (_lenient_stdio)
+            return line
+        except click.Abort:
+            return None
+        except UnicodeError as exc:  # encoding it, or reading from a stream left strict
+            at = f" at character {exc.start + 1}" if isinstance(exc, UnicodeEncodeError) else ""
+            said = f"the line is not valid UTF-8{at}: check the terminal's encoding, type it again"
+            report_error(morphz.InputError(said), "text")
+
+
+def _lenient_stdio() -> None:
+    """Read standard input with bad bytes kept as lone surrogates, and write them back as the
+    bytes they were, as Python does under a C locale: a line that is not UTF-8 is then refused
+    alone (_read_line), not a UnicodeDecodeError that also loses what was typed after it, and
+    an echo of it (click's test runner) cannot fail. For the rest of the process (chat is the
+    last to read); a stream that cannot change is left as it is."""
+    for stream in (sys.stdin, sys.stdout):
+        if isinstance(stream, io.TextIOWrapper):
+            with suppress(io.UnsupportedOperation):  # decoded text already waiting in a buffer
+                stream.reconfigure(errors="surrogateescape")
 
 
 async def _follow(

@@ -13,7 +13,7 @@ points the OpenAI-compatible adapter at vLLM, Ollama, llama.cpp server or a host
     tokenizer = "auto"                # auto: exact counts when tiktoken knows the model; estimate
     profile = "agent.md"              # the harness definition bound to the agent (a UTF-8 file,
                                       # relative to this file): its evaluation-profile region
-    [budget]                          # tokens
+    [budget]                          # tokens, over the context's own budget (the keys named)
     window = 128000
     output_reserve = 8000
     limit = 60000
@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from morphz.capacity import Budget
 from morphz.checks import check_whole
 from morphz.errors import InputError
 from morphz.runtime.models.anthropic_messages import PROMPT_CACHE
@@ -56,10 +55,10 @@ DEFAULT_POLICIES: dict[str, Policy] = {
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    model: str = "scripted:"
+    model: str | None = None  # None: no model is configured
     step_limit: int = 24
     ask_default: bool = False
-    budget: Budget | None = None
+    budget: dict[str, int] = field(default_factory=dict)  # Budget fields the [budget] table sets
     policies: dict[str, Policy] = field(default_factory=lambda: dict(DEFAULT_POLICIES))
     openai_base_url: str | None = None
     anthropic_base_url: str | None = None
@@ -140,10 +139,10 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
     openai = _text_table(data, "openai", ("base_url",), 'base_url = "http://localhost:11434/v1"')
     profile = _profile_path(data.get("profile"))
     return Settings(
-        model=_model(data.get("model", "scripted:")),
+        model=_model(data.get("model")),
         step_limit=_step_limit(data.get("step_limit", 24)),
         ask_default=_one_of(data, "ask_default", ("deny", "allow")) == "allow",
-        budget=_budget(_table(data, "budget", "window = 128000")) if "budget" in data else None,
+        budget=_budget(_table(data, "budget", "window = 128000")),
         policies=policies,
         openai_base_url=openai.get("base_url") or env.get("OPENAI_BASE_URL"),
         anthropic_base_url=anthropic.get("base_url"),
@@ -165,8 +164,8 @@ def _one_of(data: dict[str, Any], key: str, choices: tuple[str, ...]) -> str:
     return str(value)
 
 
-def _model(value: Any) -> str:
-    if not isinstance(value, str):
+def _model(value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value):
         raise InputError(f'model must be a model spec, e.g. model = "openai:NAME", not {value!r}')
     return value
 
@@ -204,8 +203,10 @@ def _text_table(
     return dict(section)
 
 
-def _budget(section: dict[str, Any]) -> Budget:
-    """The ``[budget]`` table: window, output_reserve, limit, reserve (tokens)."""
+def _budget(section: dict[str, Any]) -> dict[str, int]:
+    """The ``[budget]`` table: window, output_reserve, limit, reserve (tokens), as the
+    :class:`Budget` fields it sets. Only those: the others stay the context's own
+    (``RuntimeConfig.budget_keys``), so whether they make a budget is known only with it."""
     spec = dict(section)
     unknown = set(spec) - {"window", "output_reserve", "limit", "reserve"}
     if unknown:
@@ -215,7 +216,7 @@ def _budget(section: dict[str, Any]) -> Budget:
         check_whole(value, f"[budget] {key}", 1 if key in ("window", "limit") else 0, unit="tokens")
     if "limit" in spec:
         spec["configured"] = spec.pop("limit")
-    return Budget(**spec)
+    return spec
 
 
 def read_profile(path: Path) -> str:
@@ -263,13 +264,27 @@ def _delta_models(models: Any, key: str, default: bool) -> frozenset[str]:
     return frozenset(out)
 
 
+MODEL_KINDS = ("openai", "anthropic", "scripted")  # the model spec's prefixes
+
+
 def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:
     """``openai:NAME``, ``anthropic:NAME`` or ``scripted:PATH``."""
-    kind, _, name = spec.partition(":")
-    if not name:
+    kind, colon, name = spec.partition(":")
+    if not colon or kind not in MODEL_KINDS:
+        prefixes = ", ".join(f"{k}:" for k in MODEL_KINDS)
+        if colon:
+            raise InputError(
+                f"unknown model kind {kind!r} in the model spec {spec!r}: use one of the "
+                f"prefixes {prefixes} (e.g. openai:gpt-4o-mini)"
+            )
+        guess = "anthropic" if spec.startswith("claude") else "openai"
         raise InputError(
-            f"model spec {spec!r} needs a name: openai:NAME, anthropic:NAME or scripted:PATH"
+            f"model spec {spec!r} names no provider: write PREFIX:NAME with one of the prefixes "
+            f"{prefixes}, e.g. {guess}:{spec}"
         )
+    if not name:
+        what = "PATH" if kind == "scripted" else "NAME"
+        raise InputError(f"model spec {spec!r} needs a name after the prefix: {kind}:{what}")
     if kind == "scripted":
         from morphz.runtime.models.scripted import ScriptedModel
 
@@ -295,4 +310,4 @@ def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:
             api_key=key,
             prompt_cache=settings.anthropic_prompt_cache,
         )
-    raise InputError(f"unknown model kind {kind!r}: use openai:, anthropic: or scripted:")
+    raise AssertionError(kind)  # MODEL_KINDS names no other

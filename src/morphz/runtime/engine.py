@@ -30,7 +30,7 @@ import asyncio
 import json
 import math
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -73,6 +73,7 @@ class RuntimeConfig:
     step_limit: int = 24
     protected_paths: tuple[Path, ...] = ()
     budget: Budget | None = None  # None: the context's stored budget
+    budget_keys: Mapping[str, int] = field(default_factory=dict)  # Budget fields set over it
     approver: Approver | None = None  # None: "ask" tools follow ask_default
     ask_default: bool = False  # non-interactive answer to "ask" (False: deny)
     delta: bool = False  # ContextDelta for this model
@@ -102,6 +103,15 @@ class ActivationResult:
             "events": self.events,
             "reason": self.reason,
         }
+
+
+def budget_over(base: Budget, keys: Mapping[str, int]) -> Budget:
+    """``base`` with the fields ``keys`` names changed (InputError when that is no budget)."""
+    try:
+        return replace(base, **keys)
+    except (InputError, TypeError) as exc:  # TypeError: a key that is no Budget field
+        shown = ", ".join(f"{key} {value}" for key, value in keys.items())
+        raise InputError(f"the configured budget ({shown}): {exc}") from exc
 
 
 MESSAGE_TOKENS = 4  # what a chat format adds around one message (role and delimiters)
@@ -138,12 +148,22 @@ class Engine:
             bindings={"workspace": str(self.config.workspace)},
             profile=self.config.profile,
             authority=self.tools.authority(),
-            budget=self.config.budget,
+            budget=self.budget(),
             calibration=self.calibration,
             counter=self.counter,
             extra_parts=tuple(t.schema.text for t in tools),
             **fields,
         )
+
+    def budget(self) -> Budget | None:
+        """What requests are measured against: ``config.budget_keys`` (a configuration's
+        ``[budget]`` table) over ``config.budget`` or else the context's stored budget, read
+        again for each request, so `morphz context budget` applies to a running chat. None
+        (neither given): each compile reads the stored budget in its own snapshot."""
+        keys = self.config.budget_keys
+        if not keys:
+            return self.config.budget
+        return budget_over(self.config.budget or self.ctx.budget(), keys)
 
     def measure(self, request: ModelRequest) -> dict[str, int | None]:
         """Record ``request`` as sent: its bytes as a provider's cache sees them (tool schemas,
