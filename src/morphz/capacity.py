@@ -10,8 +10,8 @@ protected observations, then the oldest unprotected observations that fit.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -95,6 +95,17 @@ class Budget:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Budget:
         return cls(**data)
+
+
+def budget_over(base: Budget, keys: Mapping[str, int]) -> Budget:
+    """``base`` with the fields ``keys`` names changed (InputError when that is no budget)."""
+    if not keys:
+        return base
+    try:
+        return replace(base, **keys)
+    except (InputError, TypeError) as exc:  # TypeError: a key that is no Budget field
+        shown = ", ".join(f"{key} {value}" for key, value in keys.items())
+        raise InputError(f"the configured budget ({shown}): {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,10 @@ was. Everything read is bounded by what is in view, never by the length of the h
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from morphz.capacity import Budget, Pressure, pressure
+from morphz.capacity import Budget, Pressure, budget_over, pressure
 from morphz.checks import not_unicode
 from morphz.encoding import render
 from morphz.encoding.options import EncodeOptions, checked, value_text
@@ -194,9 +194,7 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
             state.version, state.clock, shown, state.frames, state.relations, state.checkpoints
         )
     settings = r.active.settings()  # one read: the budget and the view
-    budget = opts.budget or _budget(settings)
-    if opts.budget_limit is not None:
-        budget = replace(budget, configured=opts.budget_limit)
+    budget = budget_over(opts.budget or _budget(settings), opts.budget_keys)
     view = opts.view_over(stored_view(settings))
     cited = r.active.cited_by([f"@e{o.seq}" for o in state.observations])
     running = r.activations(running_only=True)

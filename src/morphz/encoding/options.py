@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from morphz.capacity import Budget
-from morphz.checks import check_id, check_whole, normalize_time
+from morphz.checks import check_id, normalize_time
 from morphz.encoding.tokens import Calibration, Counter
 from morphz.encoding.view import View
 from morphz.errors import InputError
@@ -35,7 +35,8 @@ class EncodeOptions:
     profile: str | None = None  # a bound harness definition
     capabilities: str | None = None
     budget: Budget | None = None  # None: the context's stored budget (or the default)
-    budget_limit: int | None = None  # this compile's own limit over that budget (configured)
+    # Budget fields set over that budget, in the compile's own snapshot (e.g. configured: N)
+    budget_keys: Mapping[str, int] = field(default_factory=dict)
     calibration: Calibration | None = None
     counter: Counter | None = None  # an exact tokenizer
     extra_parts: tuple[str, ...] = ()  # tool schemas and messages sent with the encoding
@@ -138,8 +139,7 @@ def _check_types(opts: EncodeOptions) -> None:
     for name in ("bindings", "scheduling", "authority"):
         _expect(opts, name, isinstance(getattr(opts, name), Mapping), "a mapping of names")
     _expect(opts, "budget", opts.budget is None or isinstance(opts.budget, Budget), "a Budget")
-    if opts.budget_limit is not None:
-        check_whole(opts.budget_limit, "the budget limit", 1, unit="tokens")
+    _expect(opts, "budget_keys", isinstance(opts.budget_keys, Mapping), "a mapping of fields")
     good = opts.calibration is None or isinstance(opts.calibration, Calibration)
     _expect(opts, "calibration", good, "a Calibration")
     good = opts.counter is None or callable(opts.counter)

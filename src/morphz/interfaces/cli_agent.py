@@ -20,14 +20,14 @@ import click
 
 import morphz
 from morphz import DEFAULT_CONTEXT
-from morphz.capacity import Budget
+from morphz.capacity import Budget, budget_over
 from morphz.checks import check_id
 from morphz.ids import ref_seq
 from morphz.interfaces import render
 from morphz.interfaces.cli import db_option, emit, format_option, main, out, report_error
 from morphz.runtime.agent_tools import agent_tools
 from morphz.runtime.config import Settings, config_paths, load, make_model, read_profile
-from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig, budget_over
+from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
 from morphz.runtime.models.base import Model
 from morphz.runtime.report import pick_activations, request_stats, total
 from morphz.runtime.tools.base import Tool, ToolRegistry

@@ -67,7 +67,7 @@ def encoding_command(
     with open_context(db_path, context_id) as ctx:
         encoding = ctx.encode(  # the budget: the one stored in the snapshot it compiles
             session=session,
-            budget_limit=budget,
+            budget_keys={} if budget is None else {"configured": budget},
             model=model,
             local_time=local_time,
             calibration=ctx.calibration(model),

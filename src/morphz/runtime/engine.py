@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from morphz import events as ev
-from morphz.capacity import Budget, Item, select_batch
+from morphz.capacity import Budget, Item, budget_over, select_batch
 from morphz.encoding import render
 from morphz.encoding.blocks import CacheLayout, PlainLayouts
 from morphz.encoding.compile import Encoding
@@ -105,15 +105,6 @@ class ActivationResult:
         }
 
 
-def budget_over(base: Budget, keys: Mapping[str, int]) -> Budget:
-    """``base`` with the fields ``keys`` names changed (InputError when that is no budget)."""
-    try:
-        return replace(base, **keys)
-    except (InputError, TypeError) as exc:  # TypeError: a key that is no Budget field
-        shown = ", ".join(f"{key} {value}" for key, value in keys.items())
-        raise InputError(f"the configured budget ({shown}): {exc}") from exc
-
-
 MESSAGE_TOKENS = 4  # what a chat format adds around one message (role and delimiters)
 
 
@@ -148,7 +139,8 @@ class Engine:
             bindings={"workspace": str(self.config.workspace)},
             profile=self.config.profile,
             authority=self.tools.authority(),
-            budget=self.budget(),
+            budget=self.config.budget,  # None: the one stored in the compile's snapshot
+            budget_keys=self.config.budget_keys,
             calibration=self.calibration,
             counter=self.counter,
             extra_parts=tuple(t.schema.text for t in tools),
