@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from morphz.capacity import Budget, Pressure, pressure
-from morphz.checks import check_id, not_unicode
+from morphz.checks import check_id, check_whole, not_unicode
 from morphz.encoding import render
 from morphz.encoding.protocol import PROTOCOL
 from morphz.encoding.sessions import SessionPlan, horizon, plan_sessions
@@ -61,6 +61,9 @@ class EncodeOptions:
     calibration: Calibration | None = None
     counter: Counter | None = None  # an exact tokenizer
     extra_parts: tuple[str, ...] = ()  # tool schemas and messages sent with the encoding
+    # tokens a provider adds around the messages the request travels in (roles, delimiters),
+    # added to the figure whatever its kind (not calibrated: they are not text we estimate)
+    framing: int = 0
     # the view (None: the context's stored one, see morphz.encoding.view)
     preview_threshold: int | None = None
     session_hours: float | None = None
@@ -198,11 +201,13 @@ def _running(a: ActivationRow) -> str:
 def sent_pressure(encoding: Encoding, text: str, framing: int = 0) -> Pressure:
     """The pressure of sending ``text`` (a ContextDelta request built on ``encoding``) with the
     parts ``encoding`` was measured with, counted the way the compile counts, plus ``framing``
-    tokens (what a provider adds around the messages the increments travel in)."""
+    tokens (what a provider adds around the messages the increments travel in) beside the
+    options' own."""
     opts = encoding.options
     parts = sum(part_tokens(p, opts.counter) for p in (text, *opts.extra_parts))
     measured = figure(parts + PRESSURE_SLACK, opts.calibration, opts.counter)
-    return pressure(measured.tokens + framing, measured.kind, encoding.pressure.budget)
+    framed = measured.tokens + opts.framing + framing
+    return pressure(framed, measured.kind, encoding.pressure.budget)
 
 
 def pressure_figures(p: Pressure) -> str:
@@ -285,7 +290,7 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     # the figures' own text is counted (and calibrated) like the rest, as the slack for it
     raw = sum(sizes.values()) + draft + extra + PRESSURE_SLACK
     measured = figure(raw, opts.calibration, opts.counter)
-    level = pressure(measured.tokens, measured.kind, budget)
+    level = pressure(measured.tokens + opts.framing, measured.kind, budget)
     items["kernel"] = _kernel(r, opts, running, pressure_figures(level))
     parts.append(("kernel", render.region("kernel", items["kernel"])))
     sizes["kernel"] = part_tokens(parts[-1][1], opts.counter)
@@ -309,8 +314,9 @@ def _capabilities(text: str) -> str:
 def _check(opts: EncodeOptions) -> None:
     """What the encoding shows bare, not quoted, must be an id (InputError otherwise): the
     session, the activation, the names in scheduling, authority and bindings; an authority is
-    allow, ask or deny."""
+    allow, ask or deny; the framing is a whole number of tokens."""
     check_id(opts.session, "session id")
+    check_whole(opts.framing, "the framing", 0, unit="tokens")
     if opts.activation is not None:
         check_id(opts.activation, "activation id")
     for what, names in (
