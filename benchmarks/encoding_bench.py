@@ -35,7 +35,8 @@ from morphz import demo
 from morphz.encoding import DeltaEncoder, EncodeOptions, Encoding, PrefixMeter, render
 from morphz.encoding.blocks import CacheLayout, PlainLayouts
 from morphz.encoding.prefix import BlockCacheMeter, tools_text
-from morphz.runtime.engine import MESSAGE_TOKENS
+from morphz.runtime.models.sdk import PREAMBLE
+from morphz.runtime.requests import FRAMING, MESSAGE_TOKENS
 from morphz.runtime.tools.base import ToolRegistry
 
 FULL = {"histories": [1_000, 1_000_000], "active": [50, 500, 5_000], "samples": 200, "warmup": 10}
@@ -487,9 +488,11 @@ def bench_prefix(
     if not shape.revisions:
         state["plan_at"] = -1  # never: the random draws of the other turns stay as they were
     # the options the runtime's engine compiles with (Engine.options): its tools' authority and
-    # schemas (one part each), the workspace binding, the mode; and its ContextDelta framing
+    # schemas (one part each, after the adapters' system preamble), the framing of the system
+    # message and the encoding's, the workspace binding, the mode; and its ContextDelta framing
     tools = exec_tools()
-    authority, parts = tools.authority(), tuple(t.schema.text for t in tools.offered(False))
+    authority = tools.authority()
+    parts = (PREAMBLE, *(t.schema.text for t in tools.offered(False)))
     schemas = tool_schemas()
     plain, with_delta, delta = PrefixMeter(), PrefixMeter(), DeltaEncoder(MESSAGE_TOKENS)
     caches, layouts = CacheMeters(len(schemas) + 1), PlainLayouts()
@@ -502,7 +505,7 @@ def bench_prefix(
             session=SESSION, activation=activation, model="bench-model",
             objectives=("find the cause of the 502s and prepare a fix",), authority=authority,
             local_time=clock.now.isoformat(), scheduling={"mode": "work"},
-            bindings={"workspace": WORKSPACE}, extra_parts=parts,
+            bindings={"workspace": WORKSPACE}, extra_parts=parts, framing=FRAMING,
         )  # fmt: skip
         start = time.perf_counter_ns()
         encoding = ctx.encode(options)

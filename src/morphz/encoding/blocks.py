@@ -20,7 +20,10 @@ encoding keeps stable is only reused there if the request is cut where that pref
   observations arrived, more than a provider looks back).
 
 Every request thus marks the end of the prefix the previous request stored, when it still shares
-it, so a provider that finds entries only at marks, without looking back, reads it too.
+it, so a provider that finds entries only at marks, without looking back, reads it too. The
+runtime anchors the first layout of every request sequence (a new activation's, a batch's, a seed
+sent after a refusal) on the last request a provider answered in the session
+(``morphz.runtime.requests``; :class:`PlainLayouts` and the ContextDelta encoder take it).
 
 Each request also says where its ContextDelta seed and increments begin (``turns``): the
 OpenAI-compatible adapter sends each as a message of its own, for servers that reuse only whole

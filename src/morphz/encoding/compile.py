@@ -159,11 +159,13 @@ def _running(a: ActivationRow) -> str:
 def sent_pressure(encoding: Encoding, text: str, framing: int = 0) -> Pressure:
     """The pressure of sending ``text`` (a ContextDelta request built on ``encoding``) with the
     parts ``encoding`` was measured with, counted the way the compile counts, plus ``framing``
-    tokens (what a provider adds around the messages the increments travel in)."""
+    tokens (what a provider adds around the messages the increments travel in) beside the
+    options' own."""
     opts = encoding.options
     parts = sum(part_tokens(p, opts.counter) for p in (text, *opts.extra_parts))
     measured = figure(parts + PRESSURE_SLACK, opts.calibration, opts.counter)
-    return pressure(measured.tokens + framing, measured.kind, encoding.pressure.budget)
+    framed = measured.tokens + opts.framing + framing
+    return pressure(framed, measured.kind, encoding.pressure.budget)
 
 
 def pressure_figures(p: Pressure) -> str:
@@ -245,7 +247,7 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     # the figures' own text is counted (and calibrated) like the rest, as the slack for it
     raw = sum(sizes.values()) + draft + extra + PRESSURE_SLACK
     measured = figure(raw, opts.calibration, opts.counter)
-    level = pressure(measured.tokens, measured.kind, budget)
+    level = pressure(measured.tokens + opts.framing, measured.kind, budget)
     items["kernel"] = _kernel(r, opts, running, pressure_figures(level))
     parts.append(("kernel", render.region("kernel", items["kernel"])))
     sizes["kernel"] = part_tokens(parts[-1][1], opts.counter)

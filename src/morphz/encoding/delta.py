@@ -100,10 +100,16 @@ def _snapshot(encoding: Encoding) -> DeltaState:
 class DeltaEncoder:
     """Builds the request sequence of one activation."""
 
-    def __init__(self, message_tokens: int = 0) -> None:
+    def __init__(
+        self, message_tokens: int = 0, previous: tuple[str, CacheLayout] | None = None
+    ) -> None:
         """``message_tokens``: what a provider adds around each increment when increments
-        travel as messages of their own (counted in the pressure of the request sent)."""
+        travel as messages of their own (counted in the pressure of the request sent).
+        ``previous``: the last request a provider answered before this sequence (its text and
+        layout), which the first seed is anchored on as every later seed is on the request
+        before it (a new activation, or a new sequence within one)."""
         self.message_tokens = message_tokens
+        self._previous = previous
         self.text: str | None = None
         self.sent: DeltaState | None = None  # what the request shows: the seed and increments
         self.seed: DeltaState | None = None  # what the seed alone shows
@@ -160,8 +166,11 @@ class DeltaEncoder:
         previous request's bytes still match), for ``reason`` (see :attr:`last`)."""
         self.last = reason
         layout = encoding_layout(encoding, seed=True)
+        previous = self._previous
         if self.text is not None and self._seed_layout is not None:
-            layout = layout.anchored(encoding.text, self.text, self.layout.marks)
+            previous = (self.text, self.layout)
+        if previous is not None:
+            layout = layout.anchored(encoding.text, previous[0], previous[1].marks)
         self.text, self.pressure = encoding.text, encoding.pressure
         self.sent = self.seed = _snapshot(encoding)
         self._threshold, self._harness = encoding.view.preview_threshold, _harness(encoding)

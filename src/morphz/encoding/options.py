@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from morphz.capacity import Budget
-from morphz.checks import check_id, normalize_time
+from morphz.checks import check_id, check_whole, normalize_time
 from morphz.encoding.tokens import Calibration, Counter
 from morphz.encoding.view import View
 from morphz.errors import InputError
@@ -40,6 +40,9 @@ class EncodeOptions:
     calibration: Calibration | None = None
     counter: Counter | None = None  # an exact tokenizer
     extra_parts: tuple[str, ...] = ()  # tool schemas and messages sent with the encoding
+    # tokens a provider adds around the messages the request travels in (roles, delimiters),
+    # added to the figure whatever its kind (not calibrated: they are not text we estimate)
+    framing: int = 0
     # the view (None: the context's stored one, see morphz.encoding.view)
     preview_threshold: int | None = None
     session_hours: float | None = None
@@ -88,6 +91,7 @@ def checked(opts: EncodeOptions) -> EncodeOptions:
     in scheduling, authority and bindings; an authority is allow, ask or deny."""
     _check_types(opts)
     check_id(opts.session, "session id")
+    check_whole(opts.framing, "the framing", 0, unit="tokens")
     if opts.activation is not None:
         check_id(opts.activation, "activation id")
     for what, names in (

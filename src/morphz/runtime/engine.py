@@ -13,15 +13,17 @@ The mode is decided before the encoding a request carries is final, so its kerne
 mode of the request, and its pressure figure counts the work tool set (in maintenance: the
 pressure that resuming work would meet). When the whole request exceeds the hard limit, the model
 is shown a batch of the inbox, measured on exactly what it sends: the root request, what the
-previous step produced, protected observations, then the oldest that fit. When even that cannot
-fit, the activation fails with a recorded reason.
+activation's steps produced (only the previous step's when all of it does not fit), protected
+observations, then the oldest that fit. When even that cannot fit, the activation fails with a
+recorded reason. The figure counts what the adapters send beside the encoding (their system
+preamble and message framing), and a request asks for no more output than its budget leaves in
+the model's window above the hard limit.
 
 With ``RuntimeConfig.delta`` (ContextDelta) each request of an activation is the previous one plus
-an increment; a new tool set, a batch, or an increment that would raise the pressure level above
-the fresh encoding's (or reach critical) starts a new seed. Every request carries its cache
-layout (:mod:`morphz.encoding.blocks`), with the increments' turns unless
-``RuntimeConfig.delta_messages`` is off. Several activations may run at once (asyncio); the
-database work runs in threads and every commit meets the rebase rules.
+an increment (:mod:`morphz.runtime.requests`); every request carries its cache layout
+(:mod:`morphz.encoding.blocks`), anchored on the last request answered in the session. Several
+activations may run at once (asyncio); the database work runs in threads and every commit meets
+the rebase rules.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import json
 import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,9 +41,7 @@ from typing import TYPE_CHECKING, Any
 from morphz import events as ev
 from morphz.capacity import Budget, Item, budget_over, select_batch
 from morphz.encoding import render
-from morphz.encoding.blocks import CacheLayout, PlainLayouts
 from morphz.encoding.compile import Encoding
-from morphz.encoding.delta import DeltaEncoder
 from morphz.encoding.options import EncodeOptions
 from morphz.encoding.prefix import PrefixMeter, request_text
 from morphz.encoding.sessions import MAX_REFS
@@ -58,6 +58,8 @@ from morphz.runtime.models.base import (
     ToolCall,
 )
 from morphz.runtime.models.retry import BACKOFF, refused_share
+from morphz.runtime.models.sdk import PREAMBLE
+from morphz.runtime.requests import FRAMING, MESSAGE_TOKENS, Answered, RequestSequence
 from morphz.runtime.tools.base import Tool, ToolContext, ToolOutcome, ToolRegistry, valid_text
 from morphz.store.active_base import ActiveObservation
 
@@ -105,9 +107,6 @@ class ActivationResult:
         }
 
 
-MESSAGE_TOKENS = 4  # what a chat format adds around one message (role and delimiters)
-
-
 def _now() -> str:
     return datetime.now().astimezone().isoformat(timespec="seconds")
 
@@ -125,12 +124,19 @@ class Engine:
         self.calibration: Calibration = ctx.calibration(model.name)  # what earlier runs learned
         self.counter: Counter | None = exact_counter(model.name) if config.exact_tokens else None
         self.meter = PrefixMeter()  # every request this engine sent, across activations
+        # per session, the last request a provider answered (its text and cache layout): each
+        # new request sequence (an activation, a batch, a new seed after a refusal) anchors its
+        # first layout on it. Activations share one event loop and no await falls between
+        # reading and writing an entry, so concurrent ones never see half an update.
+        self.answered: Answered = {}
         self.clock: Callable[[], str] = _now
 
     def options(self, session: str, *, batch: bool = False, **fields: Any) -> EncodeOptions:
         """How this engine compiles for ``session``: its model, clock, authority, budget and
-        token figures, counting the schemas of the tools a request offers (the maintenance set
-        for a ``batch``, else the work set); ``fields`` add the activation's own."""
+        token figures, counting what the adapters send beside the encoding (the system
+        preamble, the framing of both messages) and the schemas of the tools a request offers
+        (the maintenance set for a ``batch``, else the work set); ``fields`` add the
+        activation's own."""
         tools = self.tools.offered(maintenance=batch)
         return EncodeOptions(
             session=session,
@@ -143,7 +149,8 @@ class Engine:
             budget_keys=self.config.budget_keys,
             calibration=self.calibration,
             counter=self.counter,
-            extra_parts=tuple(t.schema.text for t in tools),
+            extra_parts=(PREAMBLE, *(t.schema.text for t in tools)),
+            framing=FRAMING,
             **fields,
         )
 
@@ -156,6 +163,12 @@ class Engine:
         if not keys:
             return self.config.budget
         return budget_over(self.config.budget or self.ctx.budget(), keys)
+
+    def sent_tokens(self, text: str, schemas: list[str]) -> int:
+        """The tokens of a request sending ``text`` with the tool ``schemas``, counted as the
+        pressure figure counts them (the preamble and framing in, the figures' slack out)."""
+        counted = count([PREAMBLE, text, *schemas], self.calibration, self.counter)
+        return counted.tokens + FRAMING
 
     def measure(self, request: ModelRequest) -> dict[str, int | None]:
         """Record ``request`` as sent: its bytes as a provider's cache sees them (tool schemas,
@@ -205,12 +218,12 @@ class _Run:
         self._refusal = ""  # what it said
         self.result = ActivationResult(activation, session, "running", None, 0)
         self._pending_failure = "even the minimum maintenance request does not fit"
-        self.previous: set[int] = set()  # the observations the previous step produced
-        self._delta = self._new_delta()
-        self._shape: tuple[bool, frozenset[int] | None] | None = None  # of the last request
-        self._sent_kind: str | None = None  # ContextDelta: "increment", or why it was a seed
-        self._cause: str | None = None  # why the engine started a new request sequence
-        self._layouts = PlainLayouts()  # without ContextDelta
+        self.produced: set[int] = set()  # the observations this activation's steps produced
+        self.previous: set[int] = set()  # ... the previous step
+        config = engine.config
+        self.requests = RequestSequence(
+            engine.answered, session, delta=config.delta, messages=config.delta_messages
+        )
         self.tc = ToolContext(
             engine.ctx,
             session,
@@ -232,20 +245,21 @@ class _Run:
             # back in another order than their requests went out
             sent: dict[str, int | str | None] = {**self.e.measure(request)}
             if config.delta:
-                sent["delta"] = self._sent_kind
+                sent["delta"] = self.requests.kind
             try:
                 response = await self.e.model.request(request)
             except ContextTooLongError as exc:
-                piled = self._sent_kind == "increment"
+                piled = self.requests.kind == "increment"
                 self._refused(request, exc.message, piled)
                 if piled:  # first a fresh seed, still working: the increments piled up
-                    self._delta, self._shape, self._cause = self._new_delta(), None, "too-long"
+                    self.requests.restart("too-long")
                 else:
                     self.maintenance = True
                 continue
             except ProviderError as exc:
                 await self.finish("failed", f"model provider error ({exc.code}): {exc.message}")
                 return
+            self.requests.answered(request)
             await self._calibrate(request, response)
             if await self._handle(response, sent):
                 return
@@ -256,8 +270,7 @@ class _Run:
         requests below the share of it the provider said it would take, whatever the figures
         say; each refusal lowers the ceiling again. Without numbers in what it said: a quarter
         less, or for ``piled`` increments just less (the fresh seed is smaller anyway)."""
-        schemas = [t.text for t in request.tools]
-        figure = count([request.encoding, *schemas], self.e.calibration, self.e.counter).tokens
+        figure = self.e.sent_tokens(request.encoding, [t.text for t in request.tools])
         share = refused_share(said, (figure - 1) / figure if piled else BACKOFF)
         ceiling = max(1, math.floor(figure * share))
         self.ceiling = ceiling if self.ceiling is None else min(self.ceiling, ceiling)
@@ -277,8 +290,7 @@ class _Run:
         if self.ceiling is None or encoding.tokens <= self.ceiling:
             return True
         schemas = [t.schema.text for t in self.e.tools.offered(self.maintenance)]
-        sent = count([encoding.text, *schemas], self.e.calibration, self.e.counter)
-        return sent.tokens <= self.ceiling
+        return self.e.sent_tokens(encoding.text, schemas) <= self.ceiling
 
     async def _request(self) -> ModelRequest | None:
         encoding = await self._decide()
@@ -289,8 +301,9 @@ class _Run:
                 return None
             encoding, self.maintenance = batch, True  # a batch is a maintenance request
         tools = tuple(t.schema for t in self.e.tools.offered(self.maintenance))
-        text, layout = self._text(encoding)
-        return ModelRequest(text, tools, (), self.e.config.max_output_tokens, layout)
+        text, layout = self.requests.next(encoding, self.maintenance)
+        output = _output_tokens(self.e.config.max_output_tokens, encoding.pressure.budget)
+        return ModelRequest(text, tools, (), output, layout)
 
     async def _decide(self) -> Encoding:
         """The encoding of this step, compiled in the mode it is sent in: one compile unless the
@@ -331,32 +344,51 @@ class _Run:
     # -- a maintenance batch
 
     async def _batch(self, full: Encoding) -> Encoding | None:
-        """The maintenance request that shows the required observations (the root request and
-        the previous step's results), the protected ones, then the oldest that fit within the
-        hard limit; None when even the minimum does not fit (the reason is kept). ``full``: the
-        whole maintenance encoding, over the hard limit (so compiled at critical pressure, in
-        maintenance)."""
-        inbox = full.state.observations
-        present = {o.seq for o in inbox}
-        required = ({self.root} | self.previous) & present
-        must = frozenset(o.seq for o in inbox if o.seq in required or o.protected)
-        minimum = await self._encode(True, must)
+        """The maintenance request that shows the minimum (:meth:`_minimum`), then the oldest
+        observations that fit within the hard limit; None when even the minimum does not fit
+        (the reason is kept). ``full``: the whole maintenance encoding, over the hard limit (so
+        compiled at critical pressure, in maintenance)."""
+        hard = self._limit(full)
+        found = await self._minimum(full, hard)
+        if found is None:
+            return None
+        must, minimum = found
         factor = self.e.calibration.factor if self.e.calibration.samples else 1.0
         costs = _observation_costs(full, factor)
-        rest = [o for o in inbox if o.seq not in must]
+        rest = [o for o in full.state.observations if o.seq not in must]
         optional = [Item(o.seq, costs[o.seq]) for o in rest]
-        hard = self._limit(full)
-        floor = select_batch([], minimum.tokens, hard, set())  # the minimum, as compiled
-        if not floor.fits:
-            refused = f" (the provider refused larger: {self._refusal})" if self.ceiling else ""
-            self._pending_failure = floor.reason + refused
-            return None
         # with room left, the oldest optional ones, each allowing for its directory ref; when
         # even that allowance does not fit, the minimum alone is the batch
         fixed = minimum.tokens + _directory_allowance(rest, factor)
         batch = select_batch(optional, fixed, hard, set())
         shown = set(batch.seqs) if batch.fits else set()
         return await self._fit(minimum, must, [i for i in optional if i.seq in shown], hard)
+
+    async def _minimum(self, full: Encoding, hard: int) -> tuple[frozenset[int], Encoding] | None:
+        """The observations every batch shows, and their request as compiled: the current
+        request (the activation's root) and its causal dependencies, which are everything this
+        activation's steps produced that is still active, and the protected ones. When those do
+        not fit ``hard``, what the previous step produced stands for the dependencies (so the
+        agent can still act; the others keep their state), and when even that does not fit:
+        None, with the reason kept."""
+        inbox = full.state.observations
+        present = {o.seq for o in inbox}
+        tried: list[frozenset[int]] = []
+        reason = ""
+        for produced in (self.produced, self.previous):
+            required = ({self.root} | produced) & present
+            must = frozenset(o.seq for o in inbox if o.seq in required or o.protected)
+            if must in tried:
+                continue
+            tried.append(must)
+            minimum = await self._encode(True, must)
+            floor = select_batch([], minimum.tokens, hard, set())  # the minimum, as compiled
+            if floor.fits:
+                return must, minimum
+            reason = floor.reason
+        refused = f" (the provider refused larger: {self._refusal})" if self.ceiling else ""
+        self._pending_failure = reason + refused
+        return None
 
     async def _fit(
         self, minimum: Encoding, must: frozenset[int], chosen: list[Item], hard: int
@@ -376,42 +408,16 @@ class _Run:
                 total -= chosen.pop().tokens
         return minimum
 
-    # -- ContextDelta
-
-    def _new_delta(self) -> DeltaEncoder:
-        """A new ContextDelta request sequence; increments sent as messages of their own cost
-        their framing too."""
-        return DeltaEncoder(MESSAGE_TOKENS if self.e.config.delta_messages else 0)
-
-    def _text(self, encoding: Encoding) -> tuple[str, CacheLayout]:
-        """What the model is sent, and its cache layout: the encoding, or with ContextDelta the
-        previous request plus an increment. A new tool set or a batch starts a new seed, and so
-        does an increment that would raise the pressure level (:class:`DeltaEncoder`)."""
-        if not self.e.config.delta:
-            return encoding.text, self._layouts.next(encoding)
-        only = encoding.options.only_observations
-        shape = (self.maintenance, only)
-        if only is not None or shape != self._shape:
-            self._delta = self._new_delta()
-            if self._shape is not None:  # the mode switched, or a batch began or ended
-                switched = self._shape[0] != self.maintenance
-                self._cause = "tool-set" if switched and only is None else "maintenance-batch"
-        self._shape = shape
-        text = self._delta.next(encoding)
-        kind = self._delta.last
-        self._sent_kind = self._cause if kind == "first" and self._cause else kind
-        self._cause = None
-        layout = self._delta.layout
-        return text, layout if self.e.config.delta_messages else replace(layout, turns=())
-
     async def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:
         """Learn from the input tokens the provider reported, and keep it with the context so
-        the next engine (another process, a restart) starts calibrated."""
+        the next engine (another process, a restart) starts calibrated. The texts' estimate is
+        compared with the report less the framing, which figures add uncalibrated."""
         if response.usage is not None:
-            estimated = estimate_tokens(request.encoding) + sum(
-                estimate_tokens(t.text) for t in request.tools
-            )
-            self.e.calibration.update(estimated, response.usage.input_tokens)
+            texts = [PREAMBLE, request.encoding, *(t.text for t in request.tools)]
+            estimated = sum(estimate_tokens(text) for text in texts)
+            turns = len(request.layout.turns) if request.layout is not None else 0
+            framing = FRAMING + MESSAGE_TOKENS * turns  # the seed's message is in FRAMING
+            self.e.calibration.update(estimated, response.usage.input_tokens - framing)
             await asyncio.to_thread(
                 self.e.ctx.save_calibration, self.e.model.name, self.e.calibration
             )
@@ -456,6 +462,7 @@ class _Run:
         outcomes = [await self._run_tool(call) for call in response.tool_calls]
         await self._record_outcomes(response.tool_calls, outcomes)
         self.previous = {ref_seq(ref) for ref in self.result.events[start + 1 :]}
+        self.produced |= self.previous
         return False
 
     async def _run_tool(self, call: ToolCall) -> tuple[Tool | None, ToolOutcome]:
@@ -565,6 +572,14 @@ def _directory_allowance(observations: list[ActiveObservation], factor: float) -
         f" {' '.join(listed[-MAX_REFS:])} (more-refs {len(listed)})" for listed in refs.values()
     )
     return math.ceil(estimate_tokens(text) * factor)
+
+
+def _output_tokens(most: int, budget: Budget) -> int:
+    """The output a request asks for: at most ``most``, and no more than the window leaves
+    above the hard limit (the output reserve, or more under a smaller configured limit), so a
+    request within the hard limit fits the window with its reply; at least 1, the least a
+    provider takes, even when the budget leaves nothing (docs/decisions.md)."""
+    return max(1, min(most, budget.window - budget.hard))
 
 
 def _parse_arguments(call: ToolCall) -> dict[str, Any]:
