@@ -599,12 +599,12 @@ def test_a_batch_is_checked_against_the_hard_limit(
     import_history(ctx)
     budget = Budget(window=32_000, output_reserve=2_000, configured=8_000, reserve=1_000)
     ctx.set_budget(budget)
-    real = engine_module._observation_costs
+    real = engine_module.observation_costs
 
     def halved(encoding: Any, factor: float) -> dict[int, int]:
         return {seq: cost // 2 for seq, cost in real(encoding, factor).items()}
 
-    monkeypatch.setattr(engine_module, "_observation_costs", halved)
+    monkeypatch.setattr(engine_module, "observation_costs", halved)
     requests: list[ModelRequest] = []
 
     def answer(request: ModelRequest) -> ModelResponse:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,15 +39,14 @@ from typing import TYPE_CHECKING, Any
 
 from morphz import events as ev
 from morphz.capacity import Budget, Item, budget_over, select_batch
-from morphz.encoding import render
 from morphz.encoding.compile import Encoding
 from morphz.encoding.options import EncodeOptions
 from morphz.encoding.prefix import PrefixMeter, request_text
-from morphz.encoding.sessions import MAX_REFS
 from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens, exact_counter
 from morphz.errors import InputError, MorphzError
 from morphz.ids import ref_seq
 from morphz.observe import Observation
+from morphz.runtime.costs import directory_allowance, observation_costs, output_tokens
 from morphz.runtime.models.base import (
     ContextTooLongError,
     Model,
@@ -61,7 +59,6 @@ from morphz.runtime.models.retry import BACKOFF, refused_share
 from morphz.runtime.models.sdk import PREAMBLE
 from morphz.runtime.requests import FRAMING, MESSAGE_TOKENS, Answered, RequestSequence
 from morphz.runtime.tools.base import Tool, ToolContext, ToolOutcome, ToolRegistry, valid_text
-from morphz.store.active_base import ActiveObservation
 
 if TYPE_CHECKING:
     from morphz.contextdb import Context
@@ -281,6 +278,11 @@ class _Run:
         hard = encoding.pressure.budget.hard
         return hard if self.ceiling is None else min(hard, self.ceiling)
 
+    def _over_ceiling(self, text: str) -> bool:
+        """Whether sending ``text`` (with this mode's tools) is above what a provider refused."""
+        schemas = [t.schema.text for t in self.e.tools.offered(self.maintenance)]
+        return self.ceiling is not None and self.e.sent_tokens(text, schemas) > self.ceiling
+
     def _fits(self, encoding: Encoding) -> bool:
         """Whether ``encoding`` may be sent whole: its figure within the hard limit and, after a
         refusal, what it sends (with the tools this mode offers, as the refused request was
@@ -289,8 +291,7 @@ class _Run:
             return False
         if self.ceiling is None or encoding.tokens <= self.ceiling:
             return True
-        schemas = [t.schema.text for t in self.e.tools.offered(self.maintenance)]
-        return self.e.sent_tokens(encoding.text, schemas) <= self.ceiling
+        return not self._over_ceiling(encoding.text)
 
     async def _request(self) -> ModelRequest | None:
         encoding = await self._decide()
@@ -301,8 +302,8 @@ class _Run:
                 return None
             encoding, self.maintenance = batch, True  # a batch is a maintenance request
         tools = tuple(t.schema for t in self.e.tools.offered(self.maintenance))
-        text, layout = self.requests.next(encoding, self.maintenance)
-        output = _output_tokens(self.e.config.max_output_tokens, encoding.pressure.budget)
+        text, layout = self.requests.next(encoding, self.maintenance, self._over_ceiling)
+        output = output_tokens(self.e.config.max_output_tokens, encoding.pressure.budget)
         return ModelRequest(text, tools, (), output, layout)
 
     async def _decide(self) -> Encoding:
@@ -354,12 +355,12 @@ class _Run:
             return None
         must, minimum = found
         factor = self.e.calibration.factor if self.e.calibration.samples else 1.0
-        costs = _observation_costs(full, factor)
+        costs = observation_costs(full, factor)
         rest = [o for o in full.state.observations if o.seq not in must]
         optional = [Item(o.seq, costs[o.seq]) for o in rest]
         # with room left, the oldest optional ones, each allowing for its directory ref; when
         # even that allowance does not fit, the minimum alone is the batch
-        fixed = minimum.tokens + _directory_allowance(rest, factor)
+        fixed = minimum.tokens + directory_allowance(rest, factor)
         batch = select_batch(optional, fixed, hard, set())
         shown = set(batch.seqs) if batch.fits else set()
         return await self._fit(minimum, must, [i for i in optional if i.seq in shown], hard)
@@ -541,45 +542,6 @@ class _Run:
             return None
         payload = self.e.ctx.event(found[0].finished_seq).payload or {}
         return found[0].state, payload.get("reason")
-
-
-_STATE_LINE = re.compile(r"^ ?\((@e\d+)[ )].*$", re.M)  # an observation-state item, by ref
-
-
-def _observation_costs(encoding: Encoding, factor: float) -> dict[int, int]:
-    """What showing each observation of ``encoding`` adds to a request, as the pressure figure
-    counts it: its inbox entry and its observation-state line if it has one, each with its
-    separator (estimates of parts add up to at least the estimate of the whole)."""
-    threshold = encoding.view.preview_threshold
-    states = {
-        m.group(1): estimate_tokens("\n " + m.group(0).strip())
-        for m in _STATE_LINE.finditer(encoding.region("observation-state"))
-    }
-    costs: dict[int, int] = {}
-    for o in encoding.state.observations:
-        entry = estimate_tokens("\n " + render.observation(o, threshold))
-        costs[o.seq] = math.ceil((entry + states.get(f"@e{o.seq}", 0)) * factor)
-    return costs
-
-
-def _directory_allowance(observations: list[ActiveObservation], factor: float) -> int:
-    """At most what showing ``observations`` adds to the session directory: each session lists
-    the refs of its last shown observations and counts the others."""
-    refs: dict[str, list[str]] = {}
-    for o in observations:
-        refs.setdefault(o.session_id, []).append(f"@e{o.seq}")
-    text = "".join(
-        f" {' '.join(listed[-MAX_REFS:])} (more-refs {len(listed)})" for listed in refs.values()
-    )
-    return math.ceil(estimate_tokens(text) * factor)
-
-
-def _output_tokens(most: int, budget: Budget) -> int:
-    """The output a request asks for: at most ``most``, and no more than the window leaves
-    above the hard limit (the output reserve, or more under a smaller configured limit), so a
-    request within the hard limit fits the window with its reply; at least 1, the least a
-    provider takes, even when the budget leaves nothing (docs/decisions.md)."""
-    return max(1, min(most, budget.window - budget.hard))
 
 
 def _parse_arguments(call: ToolCall) -> dict[str, Any]:

@@ -13,6 +13,7 @@ it still shares it, even when more than a provider looks back arrived in between
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from morphz.encoding.blocks import CacheLayout, PlainLayouts
@@ -53,11 +54,21 @@ class RequestSequence:
         """Send a new seed next, for ``cause`` (a too-long refusal of piled increments)."""
         self._encoder, self._shape, self._cause = self._new(), None, cause
 
-    def next(self, encoding: Encoding, maintenance: bool) -> tuple[str, CacheLayout]:
+    def next(
+        self, encoding: Encoding, maintenance: bool, too_long: Callable[[str], bool] | None = None
+    ) -> tuple[str, CacheLayout]:
         """What the model is sent for ``encoding`` (compiled in ``maintenance`` or work mode),
         and its cache layout: the encoding, or with ContextDelta the previous request plus an
         increment. A new tool set or a batch starts a new seed, and so does an increment that
-        would raise the pressure level (:class:`DeltaEncoder`)."""
+        would raise the pressure level (:class:`DeltaEncoder`), or one that ``too_long`` says a
+        provider already refused requests of that size (the fresh seed was checked for it)."""
+        text, layout = self._next(encoding, maintenance)
+        if self.kind == "increment" and too_long is not None and too_long(text):
+            self.restart("too-long")
+            text, layout = self._next(encoding, maintenance)
+        return text, layout
+
+    def _next(self, encoding: Encoding, maintenance: bool) -> tuple[str, CacheLayout]:
         if not self.delta:
             return encoding.text, PlainLayouts(self._answered.get(self.session)).next(encoding)
         only = encoding.options.only_observations
