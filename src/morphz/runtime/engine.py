@@ -58,7 +58,14 @@ from morphz.runtime.models.base import (
 from morphz.runtime.models.retry import BACKOFF, refused_share
 from morphz.runtime.models.sdk import PREAMBLE
 from morphz.runtime.requests import FRAMING, MESSAGE_TOKENS, Answered, RequestSequence
-from morphz.runtime.tools.base import Tool, ToolContext, ToolOutcome, ToolRegistry, valid_text
+from morphz.runtime.tools.base import (
+    Tool,
+    ToolContext,
+    ToolOutcome,
+    ToolRegistry,
+    parse_arguments,
+    valid_text,
+)
 
 if TYPE_CHECKING:
     from morphz.contextdb import Context
@@ -188,11 +195,24 @@ class Engine:
         """One activation: the user message ``prompt`` in ``session``, until a reply."""
         root = await asyncio.to_thread(self.ctx.observe, "user_message", prompt, session=session)
         goal = (objective or prompt[:200]).strip() or None
-        act = await asyncio.to_thread(self.ctx.start_activation, session, root.ref, goal)
+        start = asyncio.ensure_future(
+            asyncio.to_thread(self.ctx.start_activation, session, root.ref, goal)
+        )
+        try:
+            act = await asyncio.shield(start)
+        except asyncio.CancelledError:  # the start is being written: record the end too
+            act = await start
+            cancelled = _Run(self, act, session, root.seq, goal or "answer the user")
+            await cancelled.finish("interrupted", "cancelled as the activation started")
+            raise
         run = _Run(self, act, session, root.seq, goal or "answer the user")
         run.result.events.append(root.ref)
         try:
             await run.loop()
+        except Exception as exc:  # a bug or an unexpected error of the model: say which
+            said = f"an unexpected error stopped the activation: {type(exc).__name__}: {exc}"
+            await asyncio.shield(run.finish("interrupted", said[:2000]))
+            raise
         except BaseException:
             await asyncio.shield(run.finish("interrupted", "the process stopped mid-activation"))
             raise
@@ -454,8 +474,9 @@ class _Run:
         )
         self.result.events.append(reply.ref)
         if not response.tool_calls:
-            if not response.text:
-                await self.finish("failed", "the model returned neither a reply nor tool calls")
+            if response.text is None or not response.text.strip():
+                said = "the model returned neither a reply (empty or only blanks) nor tool calls"
+                await self.finish("failed", said)
                 return True
             self.result.reply = valid_text(response.text)
             await self.finish("delivered", None)
@@ -476,19 +497,22 @@ class _Run:
                     "are available until pressure goes down",
                     error=True,
                 )
-            args = _parse_arguments(call)
+            args = parse_arguments(call.name, call.arguments)
             if not await self._authorised(tool, call, args):
                 return tool, ToolOutcome(f"{call.name} was not approved", error=True)
             return tool, await tool.run(args, self.tc)
         except MorphzError as exc:
             return tool, ToolOutcome(json.dumps({"ok": False, "error": exc.to_dict()}), True)
+        except Exception as exc:  # a tool's bug: recorded as its result, the other calls' kept
+            said = f"{call.name} failed: {type(exc).__name__}: {exc} (a fault of the tool)"
+            return tool, ToolOutcome(said[:4000], error=True)
 
     async def _authorised(self, tool: Tool, call: ToolCall, args: dict[str, Any]) -> bool:
         if tool.policy == "allow":
             return True
         if tool.policy == "deny":
             return False
-        request = {"tool": tool.name, "arguments": args, "call": call.id}
+        request = {"tool": tool.name, "arguments": args, "call": valid_text(call.id)}
         asked = await asyncio.to_thread(
             self.e.ctx.record, ev.APPROVAL_REQUEST, None, payload=request, session=self.session
         )
@@ -511,8 +535,9 @@ class _Run:
             if outcome.delivered is not None:
                 self.result.events.append(outcome.delivered)
                 continue
-            kind = "tool_result" if tool is None or tool.external else "tx_receipt"
-            meta = {"tool": call.name, "call": call.id, "error": outcome.error}
+            kind = _result_kind(tool)
+            meta: dict[str, Any] = {"tool": valid_text(call.name), "call": valid_text(call.id)}
+            meta["error"] = outcome.error
             batch.append(Observation(kind, valid_text(outcome.text), meta=meta))
         if batch:
             events = await asyncio.to_thread(self.e.ctx.observe_batch, batch, session=self.session)
@@ -544,19 +569,12 @@ class _Run:
         return found[0].state, payload.get("reason")
 
 
-def _parse_arguments(call: ToolCall) -> dict[str, Any]:
-    from morphz.runtime.tools.base import ToolError
-
-    try:
-        args = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError as exc:
-        raise ToolError(
-            f"the arguments of {call.name} are not valid JSON ({exc.msg} at character "
-            f"{exc.pos}): send a JSON object matching the tool's schema"
-        ) from exc
-    if not isinstance(args, dict):
-        raise ToolError(f"the arguments of {call.name} must be a JSON object")
-    return args
+def _result_kind(tool: Tool | None) -> str:
+    """The observation a call's result is: a context_tx receipt, a recall's result (a failed
+    one too; neither ticks the clock), or any other tool's result."""
+    if tool is None or tool.external:
+        return "tool_result"
+    return {"context_tx": "tx_receipt", "recall": "recall_result"}.get(tool.name, "tool_result")
 
 
 __all__ = ["ActivationResult", "Engine", "RuntimeConfig"]

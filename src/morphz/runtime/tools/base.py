@@ -8,6 +8,8 @@ is an error. Every outcome becomes a ``tool_result`` observation; an exception t
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -58,6 +60,49 @@ def valid_text(text: str) -> str:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def parse_arguments(name: str, arguments: str | None) -> dict[str, Any]:
+    """A tool call's JSON arguments as a dict, or a ToolError the agent reads: text that is not
+    JSON (or nests deeper than the decoder goes, or holds an integer too long to convert), not
+    an object, or a value JSON does not allow (NaN, Infinity) or that is not valid Unicode,
+    named by its place in the arguments."""
+    try:
+        args = json.loads(arguments or "{}")
+    except json.JSONDecodeError as exc:
+        raise ToolError(
+            f"the arguments of {name} are not valid JSON ({exc.msg} at character "
+            f"{exc.pos}): send a JSON object matching the tool's schema"
+        ) from exc
+    except (RecursionError, ValueError) as exc:  # too deep, or an integer too long
+        reason = "nest too deep" if isinstance(exc, RecursionError) else str(exc)
+        raise ToolError(
+            f"the arguments of {name} are not valid JSON for a tool ({reason}): send a JSON "
+            "object matching the tool's schema"
+        ) from None
+    if not isinstance(args, dict):
+        raise ToolError(f"the arguments of {name} must be a JSON object")
+    _check_values(name, args)
+    return args
+
+
+def _check_values(name: str, args: dict[str, Any]) -> None:
+    stack: list[tuple[str, Any]] = list(args.items())
+    while stack:
+        place, value = stack.pop()
+        if isinstance(place, str) and unicode_problem(place) is not None:
+            raise ToolError(f"{name}: an argument name is not valid Unicode: send valid text")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ToolError(
+                f"{name}: argument {place!r} must be a finite number, not {value}: JSON has no "
+                "NaN or Infinity"
+            )
+        if isinstance(value, str) and unicode_problem(value) is not None:
+            raise ToolError(f"{name}: argument {place!r} is not valid Unicode: send valid text")
+        if isinstance(value, dict):
+            stack.extend((f"{place}.{k}", v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{place}[{i}]", v) for i, v in enumerate(value))
 
 
 def _escaped(match: re.Match[str]) -> str:

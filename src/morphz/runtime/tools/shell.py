@@ -129,6 +129,10 @@ def exec_tool(
         command, timeout = a["command"], float(a["timeout_s"])
         if not command.strip():
             raise ToolError("exec: command must not be blank")
+        if "\x00" in command:
+            raise ToolError(
+                "exec: command must not contain a NUL character (a shell cannot run it)"
+            )
         cwd = resolve_path(tc, a["cwd"])
         if not cwd.is_dir():
             raise ToolError(f"cwd {a['cwd']!r} is not a directory; use list_files to find one")
