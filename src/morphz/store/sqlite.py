@@ -13,10 +13,12 @@ import random
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from morphz.checks import not_unicode
 from morphz.errors import (
@@ -69,6 +71,25 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+class _Reader:
+    """Holds a thread's reader connection; when the thread ends, its local storage and so this
+    holder go, and the finalizer closes the connection."""
+
+    __slots__ = ("__weakref__", "conn")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+
+def _drop_reader(store: weakref.ref[SqliteStore], conn: sqlite3.Connection) -> None:
+    alive = store()
+    if alive is not None:
+        with alive._readers_lock:
+            if conn in alive._readers:
+                alive._readers.remove(conn)
+    conn.close()
+
+
 class SqliteStore:
     """A SQLite database file holding any number of contexts."""
 
@@ -87,7 +108,8 @@ class SqliteStore:
         self.busy_timeout = busy_timeout
         self._write_lock = threading.RLock()
         self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []  # every thread's reader, closed by close()
+        self._readers: list[sqlite3.Connection] = []  # every live thread's reader
+        self._readers_lock = threading.Lock()
         self._closed = False
         if not create and not self.path.exists():
             raise StoreError(
@@ -142,12 +164,17 @@ class SqliteStore:
         return conn
 
     def _reader(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
+        """This thread's reader connection; closed when the thread ends (its holder goes with
+        the thread's local storage) or when the store closes."""
+        holder: _Reader | None = getattr(self._local, "reader", None)
+        if holder is None:
             conn = self._connect()
-            self._local.conn = conn
-            with self._write_lock:
+            holder = _Reader(conn)
+            self._local.reader = holder
+            with self._readers_lock:
                 self._readers.append(conn)
+            weakref.finalize(holder, _drop_reader, weakref.ref(self), conn)
+        conn = holder.conn
         return conn
 
     def _retry(self, action: object) -> sqlite3.Cursor:
@@ -164,29 +191,36 @@ class SqliteStore:
                     raise
                 if time.monotonic() >= deadline:
                     raise StoreBusyError(
-                        f"the store {self.path} stayed locked for {self.busy_timeout:.0f}s; "
+                        f"the store {self.path} stayed locked for {self.busy_timeout:g}s; "
                         "another process holds it: retry later or raise busy_timeout"
                     ) from exc
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.05)
 
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        """BEGIN IMMEDIATE on the writer, waiting while another process writes; a transaction
+        an interrupt left open on it is rolled back first."""
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+
     def _migrate(self) -> None:
+        """Apply the migrations this store lacks, in one write transaction; an up-to-date store
+        is only read (so opening it never waits for a writer)."""
+        known = _migrations()
+        if self._applied() >= {n for n, _, _ in known}:
+            self._check_newest(self._applied(), known)
+            return
         conn = self._writer
         with self._write_lock:
-            self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
+                self._begin(conn)
                 conn.execute(
                     "CREATE TABLE IF NOT EXISTS schema_migrations "
                     "(number INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
                 )
                 done = {r[0] for r in conn.execute("SELECT number FROM schema_migrations")}
-                known = _migrations()
-                newest = max((n for n, _, _ in known), default=0)
-                if done and max(done) > newest:
-                    raise SchemaError(
-                        f"{self.path} has schema {max(done)} but this Morphz knows up to "
-                        f"{newest}: upgrade Morphz to open it"
-                    )
+                self._check_newest(done, known)
                 for number, name, sql in known:
                     if number in done:
                         continue
@@ -198,12 +232,39 @@ class SqliteStore:
                     )
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
 
+    def _applied(self) -> set[int]:
+        """The migrations this store has (none when it has no migrations table yet)."""
+        conn = self._writer
+        try:
+            rows = self._retry(lambda: conn.execute("SELECT number FROM schema_migrations"))
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return set()
+            raise
+        return {r[0] for r in rows}
+
+    def _check_newest(self, done: set[int], known: list[tuple[int, str, str]]) -> None:
+        newest = max((n for n, _, _ in known), default=0)
+        if done and max(done) > newest:
+            raise SchemaError(
+                f"{self.path} has schema {max(done)} but this Morphz knows up to "
+                f"{newest}: upgrade Morphz to open it"
+            )
+
+    def _query(self, sql: str, what: str) -> list[Any]:
+        """Rows of ``sql`` on this thread's reader; driver errors are StoreErrors."""
+        try:
+            return self._reader().execute(sql).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot {what} in {self.path}: {exc}") from exc
+
     def schema_version(self) -> int:
-        row = self._reader().execute("SELECT max(number) FROM schema_migrations").fetchone()
-        return int(row[0] or 0)
+        rows = self._query("SELECT max(number) FROM schema_migrations", "read the schema")
+        return int(rows[0][0] or 0)
 
     # -- contexts
 
@@ -222,22 +283,20 @@ class SqliteStore:
         return ContextRow(context_id, created_at, 0, 0, 0, GENESIS_HEAD, window, window, 0.0, 0)
 
     def stale_recall(self) -> list[str]:
-        rows = self._reader().execute(
+        rows = self._query(
             "SELECT c.context_id FROM contexts c "
             "LEFT JOIN recall_meta m ON m.context_id = c.context_id "
             # every event goes through the indexer in its own write: behind only when a
             # migration marked it (-1), or a rebuild from an empty index has not finished
             "WHERE (m.context_id IS NULL AND c.last_seq > 0) OR m.indexed_seq < c.last_seq "
-            "ORDER BY c.context_id"
+            "ORDER BY c.context_id",
+            "read the recall index's state",
         )
         return [r[0] for r in rows]
 
     def context_ids(self) -> list[str]:
-        try:
-            rows = self._reader().execute("SELECT context_id FROM contexts ORDER BY context_id")
-            return [r[0] for r in rows]
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot list contexts in {self.path}: {exc}") from exc
+        rows = self._query("SELECT context_id FROM contexts ORDER BY context_id", "list contexts")
+        return [r[0] for r in rows]
 
     @staticmethod
     def _row(conn: sqlite3.Connection, context_id: str) -> ContextRow:
@@ -259,8 +318,8 @@ class SqliteStore:
             raise StoreError("the store is closed")
         with self._write_lock:
             conn = self._writer
-            self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
+                self._begin(conn)  # inside the try: an interrupt as the lock is granted
                 yield conn
                 self._retry(lambda: conn.execute("COMMIT"))
             except BaseException as exc:
@@ -281,8 +340,8 @@ class SqliteStore:
     def read(self, context_id: str) -> Iterator[SqliteRead]:
         if self._closed:
             raise StoreError("the store is closed")
-        conn = self._reader()
         try:
+            conn = self._reader()
             conn.execute("BEGIN")
             try:
                 yield SqliteRead(conn, self._row(conn, context_id))
@@ -291,13 +350,16 @@ class SqliteStore:
                     conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
-                raise StoreBusyError(f"the store {self.path} is locked: {exc}") from exc
+                raise StoreBusyError(
+                    f"the store {self.path} is locked ({exc}): another process holds it; "
+                    "retry later"
+                ) from exc
             raise StoreError(f"read from {self.path} failed: {exc}") from exc
         except UnicodeEncodeError as exc:
             raise not_unicode(exc, "text given to the store") from exc
 
     def integrity_check(self) -> list[str]:
-        rows = self._reader().execute("PRAGMA integrity_check").fetchall()
+        rows = self._query("PRAGMA integrity_check", "check integrity")
         problems = [r[0] for r in rows]
         return [] if problems == ["ok"] else problems
 
@@ -307,7 +369,8 @@ class SqliteStore:
         self._closed = True
         with self._write_lock:
             self._writer.close()
-            for conn in self._readers:
-                conn.close()
-            self._readers.clear()
-        self._local.conn = None
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            conn.close()
+        self._local.reader = None
