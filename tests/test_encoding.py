@@ -482,13 +482,13 @@ def test_retired_and_stale_sessions_are_excluded_with_the_reason(ctx: morphz.Con
     assert _directory(enc) == [("default", "full"), ("recent", "full")]
     text = enc.region("session-directory")
     assert "(session old" not in text and "(session gone" not in text
-    assert text.endswith("(excluded (inactive-beyond-window 1) (retired 1)))")
+    assert text.endswith("(excluded (inactive-beyond-window 1) (retired 1 (latest gone))))")
     assert enc.sessions.to_dict()["excluded"] == {"inactive-beyond-window": 1, "retired": 1}
     by_local_time = ctx.encode(local_time=now, session_hours=24)  # now defaults to local time
     assert _directory(by_local_time) == _directory(enc)
     wide = ctx.encode(now=now, session_hours=48)
     assert ("old", "full") in _directory(wide)
-    assert "(excluded (retired 1))" in wide.region("session-directory")
+    assert "(excluded (retired 1 (latest gone)))" in wide.region("session-directory")
 
 
 def test_current_session_is_shown_even_when_stale(ctx: morphz.Context) -> None:

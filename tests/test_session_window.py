@@ -149,7 +149,7 @@ def test_counts_follow_retire_and_restore_and_ignore_a_refused_transaction(
     assert _counts(ctx) == before == {"active": 1}
     tx(ctx, "(retire-session ops)", reason="done")  # committed in session default
     assert _counts(ctx) == {"active": 1, "retired": 1}
-    assert "(excluded (retired 1))" in ctx.encode().region("session-directory")
+    assert "(excluded (retired 1 (latest ops)))" in ctx.encode().region("session-directory")
     tx(ctx, "(restore-session ops)", reason="back to it")
     assert _counts(ctx) == {"active": 2} == _grouped(ctx)
 

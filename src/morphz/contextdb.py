@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time as time_module
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -21,11 +21,12 @@ from morphz import events as ev
 from morphz import observe as appending
 from morphz import owners
 from morphz.checks import check_id, check_whole, check_window, parse_ref
-from morphz.errors import InputError
+from morphz.errors import BudgetError, InputError
 from morphz.ids import make_ref
 from morphz.mind import (
     Changes,
     Env,
+    OpEffect,
     advances_clock,
     apply_tx,
     chain_head,
@@ -564,6 +565,7 @@ class Context:
             reindex = maintain.frames_to_reindex(w, changes)
             w.append_event(event)
             w.write_changes(changes, version, seq)
+            _check_room(w, changes.effects)
             maintain.index_events(w, [event])
             maintain.index_frames(w, list(reindex), recorded)
             w.set_row(
@@ -613,6 +615,28 @@ class Context:
             maintain.index_events(w, [event])
             w.touch_session(session, seq, recorded)
         return event
+
+
+def _check_room(w: WriteTxn, effects: Sequence[OpEffect]) -> None:
+    """Refuse (BudgetError, nothing written) a transaction that adds to the encoding when the
+    frames in view, with the protocol, would pass the critical level: maintenance batches cut
+    observations, never the mind, so from there no request could be served."""
+    if sum(e.immediate for e in effects) >= 0:  # relief or no change: always allowed
+        return
+    from morphz.encoding.compile import stored_budget
+    from morphz.encoding.protocol import PROTOCOL_TOKENS
+
+    budget = stored_budget(w)
+    needed = w.active.frame_tokens() + PROTOCOL_TOKENS
+    if needed > budget.critical:
+        raise BudgetError(
+            f"this transaction would leave frames of about {needed} tokens in view (with the "
+            f"protocol), over the critical level of {budget.critical}: maintenance could not "
+            "bring the context back under it, since only observations are left out of a "
+            "request. Retire or shorten frames in the same transaction, or raise the budget "
+            "(`morphz context budget --limit N`)",
+            details={"tokens": needed, "critical": budget.critical},
+        )
 
 
 __all__ = ["DEFAULT_CONTEXT", "DEFAULT_SESSION", "Context"]

@@ -6,6 +6,8 @@ counts, versions or times: those are in the kernel.
 
 from __future__ import annotations
 
+from morphz.encoding.tokens import estimate_tokens
+
 PROTOCOL = """\
 (protocol morphz-context-1
  (about "You are an agent whose context is a structured, finite workspace that you maintain
@@ -15,13 +17,15 @@ be recalled.")
  (regions "protocol: this contract. evaluation-profile: the harness bound to you (your role and
 instructions), or none.
 inbox: observations that arrived (user messages, tool results, external events, recall results,
-approvals) in arrival order, immutable, each with a ref like @e42 and the clock tick it arrived
-at (its age is the kernel's clock minus that tick); a long one shows its head and tail with a
-marker naming its ref and size: read the rest with recall. observation-state: the inbox items
-that are protected or cited by frames (how many); an item not listed is neither. mind: your
+approvals, the receipts of your transactions) in arrival order, immutable, each with a ref like
+@e42 and the clock tick it arrived at (its age is the kernel's clock minus that tick); a long
+one shows its head and tail with a marker naming its ref and size: read the rest with recall.
+observation-state: the inbox items that are protected or cited by frames (how many); an item
+not listed is neither. mind: your
 cognitive frames in the order you placed them (a frame is active unless it shows a lifecycle),
 their relations and checkpoints.
-session-directory: the sessions sharing this context and how much of each is shown. kernel:
+session-directory: the sessions sharing this context, how much of each is shown, and what was
+left out (naming the latest retired sessions, which restore-session brings back). kernel:
 runtime facts: context, session, activation, mind version, cognitive clock, objectives,
 scheduling, authority, context pressure. evaluation-environment: model, local time, bindings
 (such as the workspace folder your file and exec tools work in). evaluate: where your turn
@@ -37,13 +41,16 @@ transaction commits or nothing does. reason is required when the transaction ret
 unprotects, unrelates, rolls back, drops a checkpoint or retires a session. A BODY is one or more
 S-expressions; free text goes in double quotes (inside a string, write a double quote as
 backslash-quote and a backslash as two backslashes); a semicolon starts a comment. Never
-nest an operation inside a body.")
+nest an operation inside a body: a list in a body must not start with an operation name or from;
+to keep such a word as data, quote it, (fact ("place" paris)), or use another word, (fact
+(location paris)).")
   (operations
    (create "(create ID BODY...)" "a new active frame; the id must never have been used")
    (derive "(derive ID (from SRC...) BODY...)" "a new frame citing its evidence: frames or
 @e observations")
    (revise "(revise ID [(from SRC...)] BODY...)" "replaces the whole body (restate what must
-survive); revision +1; cancels a pending retirement; (from ...) replaces the sources")
+survive); revision +1; cancels a pending retirement, and a retired frame becomes active again;
+(from ...) replaces the sources")
    (retire "(retire TARGET...)" "an observation leaves the inbox at once; a frame enters the
 organizing window: it stays visible, marked retiring with its remaining ticks, and retires when
 the cognitive clock has advanced by the window")
@@ -51,7 +58,8 @@ the cognitive clock has advanced by the window")
 back to active")
    (protect "(protect TARGET...)" "protected content stays active and cannot be retired")
    (unprotect "(unprotect TARGET...)" "lifts the protection")
-   (relate "(relate S RELATION O)" "adds the edge; relating an existing edge is an error")
+   (relate "(relate S RELATION O)" "adds the edge between two frames (to link an observation,
+cite it with from); relating an existing edge is an error")
    (unrelate "(unrelate S RELATION O)" "removes the edge; it must exist")
    (place "(place ID first|last|(before ID2)|(after ID2))" "moves a frame in the mind order")
    (checkpoint "(checkpoint NAME)" "snapshots frames, relations, order, lifecycle, protection")
@@ -75,7 +83,9 @@ lifecycle target, an exact edge, the order, a checkpoint); otherwise it is refus
 changed boundaries named: re-read them, merge, and submit again on the current version.
 rollback, retire-session and restore-session are never rebased.")
  (receipts "A committed transaction returns a receipt: the versions, whether it was rebased,
-and each operation's change with its token effect (immediate, and eventual when a window ends). A
+and each operation's change with its token effect (immediate, and eventual when a window ends;
+positive frees tokens, negative adds them). It arrives as a tx_receipt observation in your inbox:
+retire receipts once read. A
 refused one returns a typed error (parse, validation, stale-version, conflict, protected,
 not-found, budget) naming the operation, line and column; nothing was changed.")
  (recall "Use the recall tool to find what is no longer in view: search by words and/or time
@@ -88,7 +98,9 @@ tokens of this request (figure: estimated, calibrated from the provider's report
 and the budget. Keep room: derive conclusions from processed
 observations and retire them; revise frames instead of adding near-copies; retire frames you no
 longer need in view. At critical pressure you are in maintenance: only context_tx and recall are
-offered until a commit brings pressure down.")
+offered until your commits bring pressure back to normal. A provider's refusal of a request as
+too long also starts maintenance: the kernel's scheduling then states refused-above, the tokens
+a request must stay under, and work resumes when the request is under them at normal pressure.")
  (increments "A request may continue with (context-delta ...) forms after the encoding, each
 followed by (evaluate): they state what changed since the form before, and the latest state is
 the encoding with every increment applied in order. arrived: a new inbox observation. derived: a
@@ -101,3 +113,5 @@ kernel-update, environment-update: entries that replace the entry with the same 
 sessions, the same session). In observation-state-update and session-directory-update an entry
 with nothing after its head, like (@e12), (session ops) or (excluded), is withdrawn; the kernel
 and the environment always have every entry, so there one like (running-activations) is empty."))"""
+
+PROTOCOL_TOKENS = estimate_tokens(PROTOCOL)  # what every request spends on the contract

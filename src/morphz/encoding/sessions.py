@@ -30,14 +30,21 @@ MAX_REFS = 20  # inbox refs listed for a session shown in full
 class SessionPlan:
     entries: list[tuple[str, str, str]] = field(default_factory=list)  # (id, level, rendered)
     excluded: dict[str, int] = field(default_factory=dict)  # reason -> count
+    retired_latest: tuple[str, ...] = ()  # retired sessions named (restore-session takes ids)
 
     def lines(self) -> tuple[str, ...]:
-        """The directory's items: one per session shown, then the note of what was left out."""
+        """The directory's items: one per session shown, then the note of what was left out
+        (naming the most recently active retired sessions, which a model may restore)."""
         lines = [text for _, _, text in self.entries]
         if self.excluded:
-            why = " ".join(f"({reason} {n})" for reason, n in sorted(self.excluded.items()))
+            why = " ".join(self._reason(reason, n) for reason, n in sorted(self.excluded.items()))
             lines.append(f"(excluded {why})")
         return tuple(lines)
+
+    def _reason(self, reason: str, n: int) -> str:
+        if reason == "retired" and self.retired_latest:
+            return f"(retired {n} (latest {' '.join(self.retired_latest)}))"
+        return f"({reason} {n})"
 
     def level(self, session_id: str) -> str:
         return next((lvl for sid, lvl, _ in self.entries if sid == session_id), "omitted")
@@ -46,6 +53,7 @@ class SessionPlan:
         return {
             "shown": [{"session": sid, "level": lvl} for sid, lvl, _ in self.entries],
             "excluded": dict(sorted(self.excluded.items())),
+            "retired_latest": list(self.retired_latest),
         }
 
 
@@ -94,7 +102,7 @@ def plan_sessions(
     busy: dict[str, int] = {}
     for act in running:
         busy[act.session_id] = busy.get(act.session_id, 0) + 1
-    plan = SessionPlan()
+    plan = SessionPlan(retired_latest=window.retired_latest)
     others = sum(1 for row in window.rows if row.session_id != current)
     for reason, n in (
         ("retired", window.retired),

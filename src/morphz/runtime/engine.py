@@ -357,10 +357,18 @@ class _Run:
             batch=only is not None,
             activation=self.activation,
             objectives=(self.objective,),
-            scheduling={"mode": "maintenance" if maintenance else "work"},
+            scheduling=self._scheduling(maintenance),
             only_observations=only,
         )
         return await asyncio.to_thread(self.e.ctx.encode, options)
+
+    def _scheduling(self, maintenance: bool) -> dict[str, str]:
+        """The kernel's scheduling facts: the mode, and after a too-long refusal the tokens a
+        request must stay under (the protocol's capacity entry)."""
+        facts = {"mode": "maintenance" if maintenance else "work"}
+        if self.ceiling is not None:
+            facts["refused-above"] = str(self.ceiling)
+        return facts
 
     # -- a maintenance batch
 
@@ -494,7 +502,8 @@ class _Run:
             if tool.external and self.maintenance:
                 return tool, ToolOutcome(
                     f"{call.name} is withdrawn during maintenance: only context_tx and recall "
-                    "are available until pressure goes down",
+                    "are available until pressure is back to normal (the kernel's pressure "
+                    "level)",
                     error=True,
                 )
             args = parse_arguments(call.name, call.arguments)

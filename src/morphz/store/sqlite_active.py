@@ -13,6 +13,8 @@ from morphz.store.active_base import ActiveObservation, SessionWindow
 from morphz.store.base import SessionRow
 from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
 
+RETIRED_NAMED = 5  # retired sessions the directory names (the most recently active)
+
 
 class SqliteActive:
     def __init__(self, conn: sqlite3.Connection, cid: str) -> None:
@@ -67,7 +69,14 @@ class SqliteActive:
             SessionRow(sid, att, first, last, time, 0)
             for sid, att, first, last, time in mine + others
         ]
-        return SessionWindow(found, totals.get("retired", 0), active - in_window, in_window)
+        latest = self.conn.execute(
+            "SELECT session_id FROM sessions WHERE context_id = ?1 AND attention = 'retired' "
+            "AND session_id <> ?2 ORDER BY last_time DESC, session_id LIMIT ?3",
+            (self.cid, current, RETIRED_NAMED),
+        ).fetchall()
+        retired = totals.get("retired", 0)
+        named = tuple(sid for (sid,) in latest)
+        return SessionWindow(found, retired, active - in_window, in_window, named)
 
     def session_counts(self) -> dict[str, int]:
         """Sessions per attention, as the triggers of migration 0006 keep them (the session
@@ -94,6 +103,16 @@ class SqliteActive:
             (self.cid,),
         )
         return [frame_from_row(r) for r in rows]
+
+    def frame_tokens(self) -> int:
+        """The estimated tokens of the frames in view (mind.lifecycle.frame_tokens, summed)."""
+        row = self.conn.execute(
+            "SELECT sum((length(frame_id) + length(body) + length(sources) + (sources <> '') "
+            "+ 35) / 4) FROM frames INDEXED BY frames_visible "
+            "WHERE context_id = ? AND lifecycle <> 'retired'",
+            (self.cid,),
+        ).fetchone()
+        return int(row[0] or 0)
 
     def relations(self) -> list[Edge]:
         """Edges whose subject is in view (CROSS JOIN keeps the frames outer: the planner

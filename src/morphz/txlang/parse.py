@@ -23,6 +23,7 @@ from morphz.txlang.sexpr import (
     Str,
     line_col,
     quote,
+    read,
     read_one,
     source_text_seq,
     unicode_problem,
@@ -101,7 +102,9 @@ def _check_body(ctx: _Ctx, body: tuple[SExpr, ...], form: SList) -> None:
     for item in body:
         if isinstance(item, SList) and item.head == "from":
             raise ctx.error(
-                item.pos, "(from ...) is only allowed right after the frame id of derive or revise"
+                item.pos,
+                "(from ...) is only allowed right after the frame id of derive or revise; if "
+                'this list is data, quote its first word: ("from" ...)',
             )
 
 
@@ -157,6 +160,14 @@ def _revise(ctx: _Ctx, form: SList) -> o.Op:
 def _edge(ctx: _Ctx, form: SList) -> tuple[str, str, str]:
     if len(form.items) != 4:
         raise ctx.error(form.pos, f"({ctx.op} SUBJECT RELATION OBJECT) takes exactly three ids")
+    for end in (form.items[1], form.items[3]):
+        if isinstance(end, Atom) and is_ref(end.text):
+            raise ctx.error(
+                end.pos,
+                f"both ends of an edge are frames, and {end.text} is an observation: to link "
+                f"one, cite it in a frame, (derive ID (from {end.text}) ...) or (revise ID "
+                f"(from {end.text} ...) ...)",
+            )
     subject = _frame_id(ctx, form.items[1], "the subject frame id")
     relation = _frame_id(ctx, form.items[2], "a relation name")
     obj = _frame_id(ctx, form.items[3], "the object frame id")
@@ -249,9 +260,19 @@ def parse_tx(text: str) -> o.Tx:
     if tx is not None:
         return tx
     ctx = _Ctx(text)
-    form = read_one(text)
+    forms = read(text)
+    form = forms[0] if forms else read_one(text)  # read_one: the error for empty input
     if not isinstance(form, SList) or form.head != "context-tx":
-        raise ctx.error(form.pos, "expected (context-tx (base-version N) OP...)")
+        raise ctx.error(
+            form.pos,
+            "expected (context-tx (base-version N) OP...) and nothing around it: send only "
+            "that form, without code fences or other text",
+        )
+    if len(forms) > 1:
+        raise ctx.error(
+            forms[1].pos,
+            "stray text after the (context-tx ...) form: send one transaction and nothing after it",
+        )
     base, reason, first = _header(ctx, form.items)
     ops: list[o.Op] = []
     for index, node in enumerate(form.items[first:]):

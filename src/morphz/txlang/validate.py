@@ -48,7 +48,8 @@ def _nested_op(op: o.Create | o.Derive | o.Revise) -> tuple[int, str] | None:
             if isinstance(node, SList) and (node.head in o.OP_NAMES or node.head == "context-tx"):
                 return node.pos, (
                     f"operation '{node.head}' nested inside a body: operations go at the top "
-                    "level of the context-tx"
+                    f"level of the context-tx; if this list is data, quote its first word: "
+                    f'("{node.head}" ...)'
                 )
     return None
 
