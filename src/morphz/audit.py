@@ -18,6 +18,7 @@ from morphz.mind import (
     ensure_session,
     finalize_due,
 )
+from morphz.mind.lifecycle import frame_tokens
 from morphz.mind.state import ObsState
 from morphz.results import AuditReport
 from morphz.store.base import ReadTxn, Store
@@ -171,6 +172,9 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
         counts[session.attention] = counts.get(session.attention, 0) + 1
     if (stored_counts := r.active.session_counts()) != counts:
         out.add(f"session counts: replay {dict(sorted(counts.items()))}, stored {stored_counts}")
+    in_view = sum(frame_tokens(f) for f in state.frames_by_id.values() if f.lifecycle != "retired")
+    if (stored_tokens := r.active.frame_tokens()) != in_view:
+        out.add(f"frame tokens in view: replay {in_view}, stored {stored_tokens}")
     snapshots = {s.name: s for s in r.snapshots()}
     if set(snapshots) != set(state.snapshots):
         out.add(f"checkpoints: replay {sorted(state.snapshots)}, stored {sorted(snapshots)}")

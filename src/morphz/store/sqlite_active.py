@@ -105,14 +105,12 @@ class SqliteActive:
         return [frame_from_row(r) for r in rows]
 
     def frame_tokens(self) -> int:
-        """The estimated tokens of the frames in view (mind.lifecycle.frame_tokens, summed)."""
+        """The estimated tokens of the frames in view (mind.lifecycle.frame_tokens, summed), as
+        write_changes keeps the total (migration 0009)."""
         row = self.conn.execute(
-            "SELECT sum((length(frame_id) + length(body) + length(sources) + (sources <> '') "
-            "+ 35) / 4) FROM frames INDEXED BY frames_visible "
-            "WHERE context_id = ? AND lifecycle <> 'retired'",
-            (self.cid,),
+            "SELECT n FROM frame_tokens WHERE context_id = ?", (self.cid,)
         ).fetchone()
-        return int(row[0] or 0)
+        return int(row[0]) if row else 0
 
     def relations(self) -> list[Edge]:
         """Edges whose subject is in view (CROSS JOIN keeps the frames outer: the planner

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from morphz.events import Event, make_event
+from morphz.mind.lifecycle import frame_tokens
 from morphz.mind.state import Changes, Edge, Frame, ObsState, SessionState, Snapshot
 from morphz.recall.documents import time_us
 from morphz.store.base import ActivationRow, ContextRow, SessionRow
@@ -395,10 +396,11 @@ class SqliteWrite(SqliteRead):
         it can (the rows of one kind are distinct keys, so their order does not matter)."""
         cid, conn = self.cid, self.conn
         if changes.frames:
-            cache, upserts, deletes = self._frames, [], []
+            cache, upserts, deletes, tokens = self._frames, [], [], 0
             for fid, frame in changes.frames.items():
                 old = cache[fid] if fid in cache else self.frame(fid)
                 cache[fid] = frame
+                tokens += _in_view(frame) - _in_view(old)
                 if old is None or frame is None or old.sources != frame.sources:
                     self._write_sources(fid, old, frame)
                 if frame is None:
@@ -414,6 +416,12 @@ class SqliteWrite(SqliteRead):
                     f"INSERT OR REPLACE INTO frames (context_id, {FRAME_COLS}) "
                     "VALUES (?,?,?,?,?,?,?,?,?,?)",
                     upserts,
+                )
+            if tokens:
+                conn.execute(
+                    "INSERT INTO frame_tokens (context_id, n) VALUES (?, ?) "
+                    "ON CONFLICT (context_id) DO UPDATE SET n = n + excluded.n",
+                    (cid, tokens),
                 )
         if changes.edges:
             added = [(cid, *e) for e, present in changes.edges.items() if present]
@@ -512,3 +520,8 @@ class SqliteWrite(SqliteRead):
             f"VALUES (?, {', '.join('?' * ACTIVATION_COLS.count(','))}, ?)",
             (self.cid, *activation_params(activation)),
         )
+
+
+def _in_view(frame: Frame | None) -> int:
+    """The tokens ``frame`` counts for in the frames-in-view total (0 when not in view)."""
+    return 0 if frame is None or frame.lifecycle == "retired" else frame_tokens(frame)
