@@ -20,6 +20,7 @@ from typing import IO, TYPE_CHECKING, Any
 from morphz import events as ev
 from morphz import observe as appending
 from morphz import owners
+from morphz.capacity import Budget
 from morphz.checks import check_id, check_whole, check_window, parse_ref
 from morphz.errors import BudgetError, InputError
 from morphz.ids import make_ref
@@ -43,7 +44,6 @@ from morphz.store.base import ActivationRow, ContextRow, ReadTxn, SessionRow, Wr
 from morphz.txlang import print_tx, read_tx
 
 if TYPE_CHECKING:
-    from morphz.capacity import Budget
     from morphz.database import Database
     from morphz.encoding.compile import Encoding
     from morphz.encoding.options import EncodeOptions
@@ -617,17 +617,20 @@ class Context:
         return event
 
 
+_DEFAULT_BUDGET = Budget()
+
+
 def _check_room(w: WriteTxn, effects: Sequence[OpEffect]) -> None:
     """Refuse (BudgetError, nothing written) a transaction that adds to the encoding when the
     frames in view, with the protocol, would pass the critical level: maintenance batches cut
     observations, never the mind, so from there no request could be served."""
     if sum(e.immediate for e in effects) >= 0:  # relief or no change: always allowed
         return
-    from morphz.encoding.compile import stored_budget
     from morphz.encoding.protocol import PROTOCOL_TOKENS
 
-    budget = stored_budget(w)
-    needed = w.active.frame_tokens() + PROTOCOL_TOKENS
+    frames, stored = w.active.frames_and_budget()
+    budget = _DEFAULT_BUDGET if stored is None else Budget.from_dict(stored)
+    needed = frames + PROTOCOL_TOKENS
     if needed > budget.critical:
         raise BudgetError(
             f"this transaction would leave frames of about {needed} tokens in view (with the "

@@ -112,6 +112,16 @@ class SqliteActive:
         ).fetchone()
         return int(row[0]) if row else 0
 
+    def frames_and_budget(self) -> tuple[int, dict[str, Any] | None]:
+        """The frame tokens in view and the stored budget setting (None: the default), in one
+        statement: what a growing commit checks (the budget refusal)."""
+        n, budget = self.conn.execute(
+            "SELECT (SELECT n FROM frame_tokens WHERE context_id = ?1), (SELECT value FROM "
+            "context_settings WHERE context_id = ?1 AND name = 'budget')",
+            (self.cid,),
+        ).fetchone()
+        return int(n or 0), None if budget is None else json.loads(budget)
+
     def relations(self) -> list[Edge]:
         """Edges whose subject is in view (CROSS JOIN keeps the frames outer: the planner
         would otherwise scan the visible frames once per relation)."""
