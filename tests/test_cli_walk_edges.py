@@ -133,3 +133,17 @@ def test_python_dash_m_morphz_runs_the_cli(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "morphz, version" in proc.stdout
+
+
+def test_budget_no_limit_removes_the_contexts_own_limit(env: Path) -> None:
+    """`context budget --no-limit` clears a limit set earlier (there was no way back to none);
+    with --limit as well it is a usage error."""
+    db = str(env / "m.db")
+    assert _invoke(["context", "create", "--db", db]).exit_code == 0
+    _invoke(["context", "budget", "--limit", "20000", "--db", db])
+    cleared = _invoke(["context", "budget", "--no-limit", "--db", db, "--format", "json"])
+    assert cleared.exit_code == 0, cleared.output
+    budget = json.loads(cleared.stdout)["budget"]
+    assert budget["configured"] is None and budget["window"] == 128_000
+    both = _invoke(["context", "budget", "--limit", "5", "--no-limit", "--db", db])
+    assert both.exit_code == 2

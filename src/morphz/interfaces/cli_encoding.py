@@ -87,6 +87,11 @@ def encoding_command(
     "--limit", type=click.IntRange(min=1), metavar="N", help="This context's own token budget."
 )
 @click.option(
+    "--no-limit",
+    is_flag=True,
+    help="Remove this context's own budget (hard = window - output reserve again).",
+)
+@click.option(
     "--reserve", type=click.IntRange(min=0), metavar="N", help="Room kept for maintenance."
 )
 @db_option
@@ -97,6 +102,7 @@ def budget_command(
     window: int | None,
     output_reserve: int | None,
     limit: int | None,
+    no_limit: bool,
     reserve: int | None,
     db_path: str,
     fmt: str,
@@ -104,6 +110,8 @@ def budget_command(
     """Show CTX's token budget; with options, change it first.
 
     hard = min(limit, window - output reserve); critical from hard - reserve."""
+    if no_limit and limit is not None:
+        raise click.UsageError("give --limit N or --no-limit, not both")
     with open_context(db_path, context_id) as ctx:
         current = ctx.budget()
         changed = _with(
@@ -111,6 +119,8 @@ def budget_command(
             {"window": window, "output_reserve": output_reserve, "configured": limit,
              "reserve": reserve},
         )  # fmt: skip
+        if no_limit:
+            changed = {**(changed or current.to_dict()), "configured": None}
         if changed is not None:
             current = Budget.from_dict(changed)
             ctx.set_budget(current)
