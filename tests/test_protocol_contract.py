@@ -297,3 +297,26 @@ def test_over_the_budget_a_transaction_that_frees_tokens_still_commits(
     assert ctx.version == 1
     ctx.commit("(context-tx (base-version 1) (revise notes (short)))")
     assert ctx.version == 2
+
+
+def test_in_maintenance_the_kernel_authority_lists_only_the_tools_on_offer(
+    ctx: morphz.Context, workspace: Path
+) -> None:
+    """The kernel's authority states what the agent may call: in maintenance the external
+    tools are withdrawn, so it lists only context_tx and recall (it used to list every tool as
+    allowed while they were refused)."""
+    _history(ctx, 25)
+    ctx.set_budget(Budget(window=32_000, output_reserve=2_000, configured=8_000, reserve=3_000))
+    requests: list[ModelRequest] = []
+
+    def model(request: ModelRequest) -> ModelResponse:
+        requests.append(request)
+        return ModelResponse("done", ())
+
+    asyncio.run(_engine(ctx, FunctionModel(model), workspace).run("hi", session="ops"))
+    first = requests[0].encoding
+    assert _MODE.findall(first)[-1] == "maintenance"
+    authority = re.findall(r"\(authority(.*)\)\n", first)[-1]
+    assert re.findall(r"\((\S+) \w+\)", authority) == ["context_tx", "recall"], authority
+    work = ctx.encode(_engine(ctx, FunctionModel(model), workspace).options("ops")).text
+    assert "(exec " in re.findall(r"\(authority(.*)\)\n", work)[-1]  # work mode: all of them

@@ -1052,6 +1052,11 @@ def test_context_too_long_enters_maintenance(ctx: morphz.Context, workspace: Pat
     # the next request offers only context_tx and recall, and says so
     assert {t.name for t in requests[1].tools} == AGENT_TOOLS
     assert mode_of(requests[1].encoding) == "maintenance"
+    # the refusal left no event of its own: the reply that followed records it
+    (answered,) = [e for e in events_of(ctx, result) if e.kind == "model_reply"]
+    sent = (answered.payload or {})["request"]
+    assert sent["refused"] == 1 and sent["said"].startswith("this model's maximum")
+    assert isinstance(sent["ceiling"], int) and sent["ceiling"] > 0
 
 
 def test_context_too_long_again_in_maintenance_fails(ctx: morphz.Context, workspace: Path) -> None:

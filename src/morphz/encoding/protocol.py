@@ -45,7 +45,8 @@ nest an operation inside a body: a list in a body must not start with an operati
 to keep such a word as data, quote it, (fact ("place" paris)), or use another word, (fact
 (location paris)).")
   (operations
-   (create "(create ID BODY...)" "a new active frame; the id must never have been used")
+   (create "(create ID BODY...)" "a new active frame; the id must not belong to any frame,
+retired ones included (a frame a rollback removed no longer exists)")
    (derive "(derive ID (from SRC...) BODY...)" "a new frame citing its evidence: frames or
 @e observations")
    (revise "(revise ID [(from SRC...)] BODY...)" "replaces the whole body (restate what must

@@ -135,12 +135,14 @@ class Engine:
         self.answered: Answered = {}
         self.clock: Callable[[], str] = _now
 
-    def options(self, session: str, *, batch: bool = False, **fields: Any) -> EncodeOptions:
-        """How this engine compiles for ``session``: its model, clock, authority, budget and
-        token figures, counting what the adapters send beside the encoding (the system
-        preamble, the framing of both messages) and the schemas of the tools a request offers
-        (the maintenance set for a ``batch``, else the work set); ``fields`` add the
-        activation's own."""
+    def options(
+        self, session: str, *, batch: bool = False, maintenance: bool = False, **fields: Any
+    ) -> EncodeOptions:
+        """How this engine compiles for ``session``: its model, clock, authority (the tools of
+        ``maintenance`` or work), budget and token figures, counting what the adapters send
+        beside the encoding (the system preamble, the framing of both messages) and the schemas
+        of the tools a request offers (the maintenance set for a ``batch``, else the work set);
+        ``fields`` add the activation's own."""
         tools = self.tools.offered(maintenance=batch)
         return EncodeOptions(
             session=session,
@@ -148,7 +150,7 @@ class Engine:
             local_time=self.clock(),
             bindings={"workspace": str(self.config.workspace)},
             profile=self.config.profile,
-            authority=self.tools.authority(),
+            authority=self.tools.authority(maintenance or batch),
             budget=self.config.budget,  # None: the one stored in the compile's snapshot
             budget_keys=self.config.budget_keys,
             calibration=self.calibration,
@@ -253,6 +255,7 @@ class _Run:
 
     async def loop(self) -> None:
         config = self.e.config
+        refusals = 0  # too-long refusals since the last answered request
         for step in range(config.step_limit):
             self.result.steps = step + 1
             request = await self._request()
@@ -263,11 +266,14 @@ class _Run:
             sent: dict[str, int | str | None] = {**self.e.measure(request)}
             if config.delta:
                 sent["delta"] = self.requests.kind
+            if refusals:  # recorded with the reply that follows them: they left no event
+                sent |= {"refused": refusals, "ceiling": self.ceiling, "said": self._refusal}
             try:
                 response = await self.e.model.request(request)
             except ContextTooLongError as exc:
+                refusals += 1
                 piled = self.requests.kind == "increment"
-                self._refused(request, exc.message, piled)
+                self._refused(request, exc.message[:1000], piled)
                 if piled:  # first a fresh seed, still working: the increments piled up
                     self.requests.restart("too-long")
                 else:
@@ -277,6 +283,7 @@ class _Run:
                 await self.finish("failed", f"model provider error ({exc.code}): {exc.message}")
                 return
             self.requests.answered(request)
+            refusals = 0
             await self._calibrate(request, response)
             if await self._handle(response, sent):
                 return
@@ -355,6 +362,7 @@ class _Run:
         options = self.e.options(
             self.session,
             batch=only is not None,
+            maintenance=maintenance,
             activation=self.activation,
             objectives=(self.objective,),
             scheduling=self._scheduling(maintenance),

@@ -158,5 +158,11 @@ class ToolRegistry:
             if t.policy != "deny" and not (maintenance and t.external)
         ]
 
-    def authority(self) -> dict[str, str]:
-        return {name: tool.policy for name, tool in sorted(self._tools.items())}
+    def authority(self, maintenance: bool = False) -> dict[str, str]:
+        """Each tool's policy, as the kernel states it; in ``maintenance`` the external tools,
+        withdrawn, are not listed."""
+        return {
+            name: tool.policy
+            for name, tool in sorted(self._tools.items())
+            if not (maintenance and tool.external)
+        }
