@@ -442,3 +442,34 @@ def test_chat_recovers_orphans_when_it_starts(
     assert f"interrupted: {activation}" in result.stderr
     with morphz.open(path) as db:
         assert _states(db.context(CONTEXT)) == {activation: "interrupted"}
+
+
+def test_recover_marks_a_named_activation_of_another_host(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`recover --activation ID` ends an activation no host can prove gone (its owner is on
+    another host); it refuses one whose owner is alive on this host, and one not running."""
+    with morphz.open(path) as db:
+        ctx = db.context(CONTEXT)
+        with monkeypatch.context() as m:
+            m.setattr(owners, "current_owner", lambda: Owner("elsewhere", 4242, None))
+            remote = ctx.start_activation("remote")
+        mine = ctx.start_activation("here")  # owned by this live process
+    runner = CliRunner()
+    done = runner.invoke(
+        main, ["context", "recover", CONTEXT, "--activation", remote, "--db", str(path)]
+    )
+    assert done.exit_code == 0, done.output
+    assert remote in done.stdout
+    alive = runner.invoke(
+        main, ["context", "recover", CONTEXT, "--activation", mine, "--db", str(path)]
+    )
+    assert alive.exit_code == 1 and "alive on this host" in alive.stderr
+    again = runner.invoke(
+        main, ["context", "recover", CONTEXT, "--activation", remote, "--db", str(path)]
+    )
+    assert again.exit_code == 1 and "no running activation" in again.stderr
+    with morphz.open(path) as db:
+        states = _states(db.context(CONTEXT))
+        assert states[remote] == "interrupted" and states[mine] == "running"
+        assert "by hand" in _finished(db.context(CONTEXT))[remote][0]["reason"]

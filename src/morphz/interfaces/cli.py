@@ -337,18 +337,49 @@ def events_command(
     help="Also interrupt running activations with no recorded owner (started by an older "
     "Morphz); only when no process can still be running them.",
 )
+@click.option(
+    "--activation",
+    "named",
+    metavar="ID",
+    multiple=True,
+    help="Also mark this running activation interrupted, whatever its owner (one on another "
+    "host, say), unless its process is alive on this host. Repeatable.",
+)
 @db_option
 @format_option
-def recover_command(*, context_id: str, include_unowned: bool, db_path: str, fmt: str) -> None:
+def recover_command(
+    *, context_id: str, include_unowned: bool, named: tuple[str, ...], db_path: str, fmt: str
+) -> None:
     """Mark interrupted the running activations of CTX whose process died.
 
     Only activations whose owner process is on this host and provably gone are marked (each
-    with an activation_finished event); those of live processes and other hosts stay running."""
+    with an activation_finished event); those of live processes and other hosts stay running,
+    unless named with --activation."""
     with open_context(db_path, context_id) as ctx:
         marked = ctx.interrupt_orphaned(include_unowned=include_unowned)
+        marked += [a for a in named if a not in marked and _interrupt_named(ctx, a)]
         running = [_running_entry(a) for a in ctx.activations(running_only=True)]
     data = {"context": context_id, "interrupted": marked, "running": running}
     emit(fmt, data, lambda: _recover_text(marked, running))
+
+
+def _interrupt_named(ctx: morphz.Context, activation: str) -> bool:
+    """Mark ``activation`` interrupted by hand; refused (InputError) when it is not running or
+    its owner process is alive on this host. True when marked."""
+    found = [a for a in ctx.activations(running_only=True) if a.activation_id == activation]
+    if not found:
+        raise morphz.InputError(
+            f"no running activation {activation!r} in context '{ctx.id}': "
+            "`morphz context recover` lists the running ones"
+        )
+    owner = found[0].owner
+    if owner is not None and owner_alive(owner):
+        raise morphz.InputError(
+            f"activation {activation} is run by process {owner.pid}, alive on this host: stop it "
+            "first (it records its own end)"
+        )
+    ctx.finish_activation(activation, "interrupted", "marked interrupted by hand (recover)")
+    return True
 
 
 def _running_entry(act: ActivationRow) -> dict[str, Any]:
