@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time as time_module
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -20,14 +20,13 @@ from typing import IO, TYPE_CHECKING, Any
 from morphz import events as ev
 from morphz import observe as appending
 from morphz import owners
-from morphz.capacity import Budget
+from morphz.capacity import Budget, budget_over
 from morphz.checks import check_id, check_whole, check_window, parse_ref
 from morphz.errors import BudgetError, InputError
 from morphz.ids import make_ref
 from morphz.mind import (
     Changes,
     Env,
-    OpEffect,
     advances_clock,
     apply_tx,
     chain_head,
@@ -509,8 +508,17 @@ class Context:
 
     # ------------------------------------------------------------ transactions
 
-    def commit(self, text: str, *, session: str = DEFAULT_SESSION) -> Receipt:
-        """Commit a context transaction atomically, or raise a typed TxError (state untouched)."""
+    def commit(
+        self,
+        text: str,
+        *,
+        session: str = DEFAULT_SESSION,
+        budget: Budget | None = None,
+        budget_keys: Mapping[str, int] | None = None,
+    ) -> Receipt:
+        """Commit a context transaction atomically, or raise a typed TxError (state untouched).
+        ``budget`` (else the stored one) with ``budget_keys`` over it is what the `budget`
+        refusal measures against: a runtime passes the budget it measures requests with."""
         if not isinstance(text, str):
             raise InputError("a context transaction is text: (context-tx (base-version N) OP...)")
         check_id(session, "session id")
@@ -564,8 +572,9 @@ class Context:
             )
             reindex = maintain.frames_to_reindex(w, changes)
             w.append_event(event)
-            w.write_changes(changes, version, seq)
-            _check_room(w, changes.effects)
+            grown = w.write_changes(changes, version, seq)
+            if grown > 0:
+                _check_room(w, budget, budget_keys or {})
             maintain.index_events(w, [event])
             maintain.index_frames(w, list(reindex), recorded)
             w.set_row(
@@ -620,25 +629,27 @@ class Context:
 _DEFAULT_BUDGET = Budget()
 
 
-def _check_room(w: WriteTxn, effects: Sequence[OpEffect]) -> None:
-    """Refuse (BudgetError, nothing written) a transaction that adds to the encoding when the
-    frames in view, with the protocol, would pass the critical level: maintenance batches cut
-    observations, never the mind, so from there no request could be served."""
-    if sum(e.immediate for e in effects) >= 0:  # relief or no change: always allowed
-        return
+def _check_room(w: WriteTxn, budget: Budget | None, keys: Mapping[str, int]) -> None:
+    """Refuse (BudgetError, nothing written) a transaction that grew the frames in view when,
+    with the protocol, they pass the critical level: maintenance batches leave observations out,
+    never the mind, so from there no request could be served. A transaction that does not grow
+    the frames (retiring, shortening, superseding) always commits."""
     from morphz.encoding.protocol import PROTOCOL_TOKENS
 
     frames, stored = w.active.frames_and_budget()
-    budget = _DEFAULT_BUDGET if stored is None else Budget.from_dict(stored)
+    base = budget or (_DEFAULT_BUDGET if stored is None else Budget.from_dict(stored))
+    limits = budget_over(base, keys)
     needed = frames + PROTOCOL_TOKENS
-    if needed > budget.critical:
+    if needed > limits.critical:
         raise BudgetError(
             f"this transaction would leave frames of about {needed} tokens in view (with the "
-            f"protocol), over the critical level of {budget.critical}: maintenance could not "
+            f"protocol), over the critical level of {limits.critical}: maintenance could not "
             "bring the context back under it, since only observations are left out of a "
-            "request. Retire or shorten frames in the same transaction, or raise the budget "
-            "(`morphz context budget --limit N`)",
-            details={"tokens": needed, "critical": budget.critical},
+            "request. Make the frames smaller instead: derive a short summary and supersede "
+            "what it replaces ((relate NEW supersedes OLD) and (retire OLD) retire OLD at once), "
+            "revise frames shorter, or retire frames and wait for the window to end; or raise "
+            "the budget",
+            details={"tokens": needed, "critical": limits.critical},
         )
 
 

@@ -108,7 +108,7 @@ def checked(opts: EncodeOptions) -> EncodeOptions:
         for name, value in values.items():
             try:
                 value_text(value)
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, RecursionError) as exc:
                 raise InputError(
                     f"the {what} {name} must be a string or a JSON value (numbers finite), "
                     f"not {type(value).__name__}: {exc}"

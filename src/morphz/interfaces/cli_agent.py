@@ -10,6 +10,7 @@ import io
 import json
 import os
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import suppress
 from dataclasses import dataclass, replace
@@ -69,13 +70,22 @@ class Agent:
         engine.budget()
         return engine
 
+    def check_new_store(self, db_path: str) -> None:
+        """When no store exists at ``db_path`` yet, refuse before creating one the [budget]
+        keys that make no budget over a new context's."""
+        if not Path(db_path).expanduser().exists():
+            budget_over(self.config.budget or Budget(), self.config.budget_keys)
+
     def open_context(self, db: morphz.Database, context_id: str) -> morphz.Context:
         """CTX, created when missing unless the configured [budget] keys make no budget over
         the one it would have, after marking interrupted the activations that a process on
         this host left running when it died (said on stderr, so JSON output stays clean)."""
         if context_id not in db.contexts():
             budget_over(Budget(), self.config.budget_keys)
-        ctx = db.context(context_id, create=True)
+            ctx = db.context(context_id, create=True)
+        else:  # refused before anything is written, orphans' ends included
+            ctx = db.context(context_id)
+            budget_over(self.config.budget or ctx.budget(), self.config.budget_keys)
         marked = ctx.interrupt_orphaned()
         if marked:
             click.echo(
@@ -123,9 +133,30 @@ def prepare(
 
 async def _ask(tool: Tool, args: dict[str, Any]) -> bool:
     """A person's approval of ``tool`` called with ``args``: shown whole, however long, so that
-    they approve exactly what runs."""
+    they approve exactly what runs. The answer is read in a daemon thread, not the loop's
+    executor: after Ctrl-C the loop's shutdown does not wait for a line that never comes."""
     shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
-    return await asyncio.to_thread(click.confirm, f"allow {tool.name}({shown})?", False)
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[bool] = loop.create_future()
+
+    def settle(result: bool | None, error: BaseException | None) -> None:
+        if answer.done():  # cancelled meanwhile
+            return
+        if error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(bool(result))
+
+    def read() -> None:
+        try:
+            result, error = click.confirm(f"allow {tool.name}({shown})?", False), None
+        except BaseException as exc:  # click.Abort at the end of input: the turn ends
+            result, error = None, exc
+        with suppress(RuntimeError):  # the loop closed while the person was answering
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=read, name="morphz-approval", daemon=True).start()
+    return await answer
 
 
 def _model_spec(given: str | None, settings: Settings) -> str:
@@ -212,6 +243,7 @@ def exec_command(
     check_id(context_id, "context id")  # before anything is created
     check_id(session, "session id")
     agent = prepare(db_path, model_spec, workspace, interactive=False, profile_path=profile_path)
+    agent.check_new_store(db_path)
     with morphz.open(db_path) as db:
         ctx = agent.open_context(db, context_id)
         engine = agent.engine(ctx)
@@ -281,6 +313,7 @@ def chat_command(
     check_id(context_id, "context id")  # at once, before anything is created
     check_id(session, "session id")
     agent = prepare(db_path, model_spec, workspace, interactive=True, profile_path=profile_path)
+    agent.check_new_store(db_path)
     _lenient_stdio()
     # one event loop for the whole chat: the model's client keeps its connections in it
     with morphz.open(db_path) as db, asyncio.Runner() as runner:
@@ -365,9 +398,14 @@ async def _follow(
             if _worth_showing(event, session):
                 click.echo(render.activity_line(event), err=True)
 
-    while not task.done():
-        await asyncio.wait({task}, timeout=FOLLOW_INTERVAL)
-        await show_new()
+    try:
+        while not task.done():
+            await asyncio.wait({task}, timeout=FOLLOW_INTERVAL)
+            await show_new()
+    except BaseException:  # cancelled (Ctrl-C) or the events could not be read: end the turn
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise
     return task.result()
 
 

@@ -68,7 +68,13 @@ async def _context_tx(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     if not isinstance(text, str):
         raise ToolError('context_tx needs {"tx": "(context-tx ...)"}')
     try:
-        receipt = await asyncio.to_thread(tc.ctx.commit, text, session=tc.session)
+        receipt = await asyncio.to_thread(
+            tc.ctx.commit,
+            text,
+            session=tc.session,
+            budget=tc.budget,
+            budget_keys=tc.budget_keys,
+        )
     except MorphzError as exc:
         return ToolOutcome(json.dumps({"ok": False, "error": exc.to_dict()}), error=True)
     return ToolOutcome(json.dumps(receipt.to_dict(), separators=(",", ":")), data=receipt.to_dict())

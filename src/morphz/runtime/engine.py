@@ -64,6 +64,8 @@ from morphz.runtime.tools.base import (
     ToolOutcome,
     ToolRegistry,
     parse_arguments,
+    result_kind,
+    run_guarded,
     valid_text,
 )
 
@@ -203,9 +205,9 @@ class Engine:
         try:
             act = await asyncio.shield(start)
         except asyncio.CancelledError:  # the start is being written: record the end too
-            act = await start
+            act = await _despite_cancellation(start)
             cancelled = _Run(self, act, session, root.seq, goal or "answer the user")
-            await cancelled.finish("interrupted", "cancelled as the activation started")
+            await asyncio.shield(cancelled.finish("interrupted", "cancelled as it started"))
             raise
         run = _Run(self, act, session, root.seq, goal or "answer the user")
         run.result.events.append(root.ref)
@@ -249,6 +251,8 @@ class _Run:
             activation,
             engine.config.workspace,
             engine.config.protected_paths,
+            engine.config.budget,
+            engine.config.budget_keys,
         )
 
     # -- the loop
@@ -517,12 +521,9 @@ class _Run:
             args = parse_arguments(call.name, call.arguments)
             if not await self._authorised(tool, call, args):
                 return tool, ToolOutcome(f"{call.name} was not approved", error=True)
-            return tool, await tool.run(args, self.tc)
+            return tool, await run_guarded(tool, args, self.tc)
         except MorphzError as exc:
             return tool, ToolOutcome(json.dumps({"ok": False, "error": exc.to_dict()}), True)
-        except Exception as exc:  # a tool's bug: recorded as its result, the other calls' kept
-            said = f"{call.name} failed: {type(exc).__name__}: {exc} (a fault of the tool)"
-            return tool, ToolOutcome(said[:4000], error=True)
 
     async def _authorised(self, tool: Tool, call: ToolCall, args: dict[str, Any]) -> bool:
         if tool.policy == "allow":
@@ -552,7 +553,7 @@ class _Run:
             if outcome.delivered is not None:
                 self.result.events.append(outcome.delivered)
                 continue
-            kind = _result_kind(tool)
+            kind = result_kind(tool)
             meta: dict[str, Any] = {"tool": valid_text(call.name), "call": valid_text(call.id)}
             meta["error"] = outcome.error
             batch.append(Observation(kind, valid_text(outcome.text), meta=meta))
@@ -586,12 +587,15 @@ class _Run:
         return found[0].state, payload.get("reason")
 
 
-def _result_kind(tool: Tool | None) -> str:
-    """The observation a call's result is: a context_tx receipt, a recall's result (a failed
-    one too; neither ticks the clock), or any other tool's result."""
-    if tool is None or tool.external:
-        return "tool_result"
-    return {"context_tx": "tx_receipt", "recall": "recall_result"}.get(tool.name, "tool_result")
+async def _despite_cancellation(start: asyncio.Future[str]) -> str:
+    """The result of ``start`` (an activation's start being written), however many times the
+    caller is cancelled meanwhile: the start lands either way, so its end must be recorded."""
+    while True:
+        try:
+            return await asyncio.shield(start)
+        except asyncio.CancelledError:
+            if start.done():
+                return start.result()
 
 
 __all__ = ["ActivationResult", "Engine", "RuntimeConfig"]

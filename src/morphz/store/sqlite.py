@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -28,9 +28,11 @@ from morphz.errors import (
     StoreBusyError,
     StoreError,
 )
+from morphz.mind.lifecycle import frame_tokens
 from morphz.mind.state import GENESIS_HEAD
 from morphz.store.base import ContextRow
 from morphz.store.sqlite_recall import SqliteRecall
+from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
 from morphz.store.sqlite_txn import SqliteRead, SqliteWrite
 
 _CONTEXT_COLS = (
@@ -69,6 +71,30 @@ def _statements(sql: str) -> list[str]:
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def _morphz_migrations(conn: sqlite3.Connection, names: set[str]) -> bool:
+    """Whether ``schema_migrations`` is Morphz's (other tools name a table so too): its columns
+    are Morphz's, and once the first migration is recorded the contexts table exists."""
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(schema_migrations)")]
+    if columns != ["number", "name", "applied_at"]:
+        return False
+    first = conn.execute("SELECT 1 FROM schema_migrations WHERE number = 1").fetchone()
+    return first is None or "contexts" in names
+
+
+def _count_frame_tokens(conn: sqlite3.Connection) -> None:
+    """Migration 0009's backfill: each context's frames in view, counted as the mind layer
+    counts them (mind.lifecycle.frame_tokens)."""
+    totals: dict[str, int] = {}
+    rows = conn.execute(f"SELECT context_id, {FRAME_COLS} FROM frames WHERE lifecycle <> 'retired'")
+    for context_id, *frame in rows:
+        totals[context_id] = totals.get(context_id, 0) + frame_tokens(frame_from_row(frame))
+    conn.executemany("INSERT INTO frame_tokens (context_id, n) VALUES (?, ?)", totals.items())
+
+
+# Python steps of a migration, run right after its SQL in the same transaction
+_AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {9: _count_frame_tokens}
 
 
 class _Reader:
@@ -140,12 +166,13 @@ class SqliteStore:
         conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
         try:
             names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            ours = "schema_migrations" in names and _morphz_migrations(conn, names)
         finally:
             conn.close()
-        if names and "schema_migrations" not in names:
+        if names and not ours:
             raise StoreError(
-                f"{self.path} is a SQLite database but not a Morphz store (it has other tables "
-                "and no schema_migrations): nothing was changed; check --db / MORPHZ_DB"
+                f"{self.path} is a SQLite database but not a Morphz store (its tables are not "
+                "Morphz's): nothing was changed; check --db / MORPHZ_DB"
             )
 
     # -- connections
@@ -226,6 +253,8 @@ class SqliteStore:
                         continue
                     for statement in _statements(sql):
                         conn.execute(statement)
+                    if number in _AFTER:
+                        _AFTER[number](conn)
                     conn.execute(
                         "INSERT INTO schema_migrations VALUES (?, ?, datetime('now'))",
                         (number, name),
@@ -257,6 +286,8 @@ class SqliteStore:
 
     def _query(self, sql: str, what: str) -> list[Any]:
         """Rows of ``sql`` on this thread's reader; driver errors are StoreErrors."""
+        if self._closed:
+            raise StoreError("the store is closed")
         try:
             return self._reader().execute(sql).fetchall()
         except sqlite3.Error as exc:

@@ -391,12 +391,14 @@ class SqliteWrite(SqliteRead):
             ],
         )
 
-    def write_changes(self, changes: Changes, commit_version: int | None, seq: int) -> None:
+    def write_changes(self, changes: Changes, commit_version: int | None, seq: int) -> int:
         """Write the rows ``changes`` changes, one statement per table and kind of change where
-        it can (the rows of one kind are distinct keys, so their order does not matter)."""
+        it can (the rows of one kind are distinct keys, so their order does not matter).
+        Returns how many estimated tokens the frames in view gained (negative: lost)."""
         cid, conn = self.cid, self.conn
+        tokens = 0
         if changes.frames:
-            cache, upserts, deletes, tokens = self._frames, [], [], 0
+            cache, upserts, deletes = self._frames, [], []
             for fid, frame in changes.frames.items():
                 old = cache[fid] if fid in cache else self.frame(fid)
                 cache[fid] = frame
@@ -456,6 +458,7 @@ class SqliteWrite(SqliteRead):
                 "DO UPDATE SET version = excluded.version",
                 [(cid, b, commit_version) for b in changes.written],
             )
+        return tokens
 
     def _write_sources(self, fid: str, old: Frame | None, new: Frame | None) -> None:
         before = set(old.sources) if old is not None else set()

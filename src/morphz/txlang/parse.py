@@ -247,6 +247,52 @@ def _header(ctx: _Ctx, items: tuple[SExpr, ...]) -> tuple[int, str | None, int]:
     return base, reason, i
 
 
+_ONLY = (
+    "expected (context-tx (base-version N) OP...) and nothing around it: send only that form, "
+    "without code fences or other text"
+)
+_AFTER_ONLY = (
+    "stray text after the (context-tx ...) form: send one transaction and nothing after it"
+)
+
+
+def _around(ctx: _Ctx, text: str, reason: str) -> ParseError | None:
+    """For text the reader refused: when it does not start with ``(context-tx`` (prose before
+    it), or its first form is whole and the fault lies after it (prose after it), the error
+    that says to send only the form; None when the fault is the transaction's own."""
+    start = len(text) - len(text.lstrip())
+    if not text.startswith("(context-tx", start):
+        return ctx.error(start, _ONLY)
+    end = _form_end(text, start)
+    if end is not None and text[end:].strip():
+        at = end + len(text[end:]) - len(text[end:].lstrip())
+        return ctx.error(at, f"{_AFTER_ONLY} (the reader found: {reason})")
+    return None
+
+
+def _form_end(text: str, start: int) -> int | None:
+    """The index just after the list that opens at ``start`` (strings and ``;`` comments
+    skipped), or None when it never closes."""
+    depth, i, size = 0, start, len(text)
+    while i < size:
+        c = text[i]
+        if c == '"':
+            i += 1
+            while i < size and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif c == ";":
+            while i < size and text[i] != "\n":
+                i += 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
 def parse_tx(text: str) -> o.Tx:
     """Parse ``(context-tx (base-version N) [(reason "...")] OP...)``.
 
@@ -260,19 +306,15 @@ def parse_tx(text: str) -> o.Tx:
     if tx is not None:
         return tx
     ctx = _Ctx(text)
-    forms = read(text)
+    try:
+        forms = read(text)
+    except ParseError as exc:
+        raise _around(ctx, text, exc.message) or exc from None
     form = forms[0] if forms else read_one(text)  # read_one: the error for empty input
     if not isinstance(form, SList) or form.head != "context-tx":
-        raise ctx.error(
-            form.pos,
-            "expected (context-tx (base-version N) OP...) and nothing around it: send only "
-            "that form, without code fences or other text",
-        )
+        raise ctx.error(form.pos, _ONLY)
     if len(forms) > 1:
-        raise ctx.error(
-            forms[1].pos,
-            "stray text after the (context-tx ...) form: send one transaction and nothing after it",
-        )
+        raise ctx.error(forms[1].pos, _AFTER_ONLY)
     base, reason, first = _header(ctx, form.items)
     ops: list[o.Op] = []
     for index, node in enumerate(form.items[first:]):

@@ -11,16 +11,17 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from morphz.errors import InputError
+from morphz.errors import InputError, MorphzError
 from morphz.runtime.models.base import ToolSchema
 from morphz.txlang.sexpr import unicode_problem
 
 if TYPE_CHECKING:
+    from morphz.capacity import Budget
     from morphz.contextdb import Context
 
 Policy = Literal["allow", "ask", "deny"]
@@ -40,6 +41,10 @@ class ToolContext:
     activation: str
     workspace: Path
     protected_paths: tuple[Path, ...] = ()
+    # the budget the runtime measures requests with (None: the stored one) and the keys set
+    # over it: what context_tx's `budget` refusal measures against too
+    budget: Budget | None = None
+    budget_keys: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,3 +171,24 @@ class ToolRegistry:
             for name, tool in sorted(self._tools.items())
             if not (maintenance and tool.external)
         }
+
+
+async def run_guarded(tool: Tool, args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
+    """``tool`` run; an exception that is no MorphzError is a fault of the tool, its call's
+    error result (the other calls of the reply keep theirs). Only the tool's own run is
+    guarded: what an approver raises (input ended at the prompt) ends the turn."""
+    try:
+        return await tool.run(args, tc)
+    except MorphzError:
+        raise
+    except Exception as exc:
+        said = f"{tool.name} failed: {type(exc).__name__}: {exc} (a fault of the tool)"
+        return ToolOutcome(said[:4000], error=True)
+
+
+def result_kind(tool: Tool | None) -> str:
+    """The observation a call's result is: a context_tx receipt, a recall's result (a failed
+    one too; neither ticks the clock), or any other tool's result."""
+    if tool is None or tool.external:
+        return "tool_result"
+    return {"context_tx": "tx_receipt", "recall": "recall_result"}.get(tool.name, "tool_result")
