@@ -356,16 +356,22 @@ def recover_command(
     with an activation_finished event); those of live processes and other hosts stay running,
     unless named with --activation."""
     with open_context(db_path, context_id) as ctx:
+        named = tuple(dict.fromkeys(named))
+        for activation in named:  # every one checked before anything is written
+            _check_named(ctx, activation)
         marked = ctx.interrupt_orphaned(include_unowned=include_unowned)
-        marked += [a for a in named if a not in marked and _interrupt_named(ctx, a)]
+        for activation in named:
+            if activation not in marked:
+                ctx.finish_activation(activation, "interrupted", "marked interrupted by hand")
+                marked.append(activation)
         running = [_running_entry(a) for a in ctx.activations(running_only=True)]
     data = {"context": context_id, "interrupted": marked, "running": running}
     emit(fmt, data, lambda: _recover_text(marked, running))
 
 
-def _interrupt_named(ctx: morphz.Context, activation: str) -> bool:
-    """Mark ``activation`` interrupted by hand; refused (InputError) when it is not running or
-    its owner process is alive on this host. True when marked."""
+def _check_named(ctx: morphz.Context, activation: str) -> None:
+    """Refuse (InputError) to mark ``activation`` by hand when it is not running or its owner
+    process is alive on this host."""
     found = [a for a in ctx.activations(running_only=True) if a.activation_id == activation]
     if not found:
         raise morphz.InputError(
@@ -378,8 +384,6 @@ def _interrupt_named(ctx: morphz.Context, activation: str) -> bool:
             f"activation {activation} is run by process {owner.pid}, alive on this host: stop it "
             "first (it records its own end)"
         )
-    ctx.finish_activation(activation, "interrupted", "marked interrupted by hand (recover)")
-    return True
 
 
 def _running_entry(act: ActivationRow) -> dict[str, Any]:

@@ -81,7 +81,7 @@ class Agent:
         the one it would have, after marking interrupted the activations that a process on
         this host left running when it died (said on stderr, so JSON output stays clean)."""
         if context_id not in db.contexts():
-            budget_over(Budget(), self.config.budget_keys)
+            budget_over(self.config.budget or Budget(), self.config.budget_keys)
             ctx = db.context(context_id, create=True)
         else:  # refused before anything is written, orphans' ends included
             ctx = db.context(context_id)

@@ -277,14 +277,15 @@ class _Run:
             except ContextTooLongError as exc:
                 refusals += 1
                 piled = self.requests.kind == "increment"
-                self._refused(request, exc.message[:1000], piled)
+                self._refused(request, valid_text(exc.message[:1000]), piled)
                 if piled:  # first a fresh seed, still working: the increments piled up
                     self.requests.restart("too-long")
                 else:
                     self.maintenance = True
                 continue
             except ProviderError as exc:
-                await self.finish("failed", f"model provider error ({exc.code}): {exc.message}")
+                said = valid_text(exc.message)  # a provider's words may hold lone surrogates
+                await self.finish("failed", f"model provider error ({exc.code}): {said}")
                 return
             self.requests.answered(request)
             refusals = 0

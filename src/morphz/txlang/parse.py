@@ -256,18 +256,46 @@ _AFTER_ONLY = (
 )
 
 
-def _around(ctx: _Ctx, text: str, reason: str) -> ParseError | None:
-    """For text the reader refused: when it does not start with ``(context-tx`` (prose before
-    it), or its first form is whole and the fault lies after it (prose after it), the error
-    that says to send only the form; None when the fault is the transaction's own."""
-    start = len(text) - len(text.lstrip())
-    if not text.startswith("(context-tx", start):
+def _around(ctx: _Ctx, text: str, fault: ParseError) -> ParseError | None:
+    """For text the reader refused with ``fault``: when no ``(context-tx`` opens it (prose or
+    a fence before it), or its first form is whole and the fault lies after that form (prose
+    after it), the error that says to send only the form; None when the fault is the
+    transaction's own (the reader's error stands)."""
+    start = _first_form(text)
+    if _TX_OPEN.match(text, start) is None:
         return ctx.error(start, _ONLY)
     end = _form_end(text, start)
-    if end is not None and text[end:].strip():
-        at = end + len(text[end:]) - len(text[end:].lstrip())
-        return ctx.error(at, f"{_AFTER_ONLY} (the reader found: {reason})")
-    return None
+    if end is None or _offset(text, fault.line, fault.column) < end:
+        return None
+    at = end + len(text[end:]) - len(text[end:].lstrip())
+    return ctx.error(at, f"{_AFTER_ONLY} (the reader found: {fault.message})")
+
+
+_TX_OPEN = re.compile(r"\(\s*context-tx(?=[\s()\";]|$)")
+
+
+def _first_form(text: str) -> int:
+    """Where the first form starts: after blanks and ``;`` comments."""
+    i = 0
+    while i < len(text):
+        if text[i].isspace():
+            i += 1
+        elif text[i] == ";":
+            newline = text.find("\n", i)
+            i = len(text) if newline < 0 else newline + 1
+        else:
+            break
+    return i
+
+
+def _offset(text: str, line: int | None, column: int | None) -> int:
+    """The character offset of a 1-based line and column (the end when they are unknown)."""
+    if line is None or column is None:
+        return len(text)
+    start = 0
+    for _ in range(line - 1):
+        start = text.index("\n", start) + 1
+    return start + column - 1
 
 
 def _form_end(text: str, start: int) -> int | None:
@@ -309,7 +337,7 @@ def parse_tx(text: str) -> o.Tx:
     try:
         forms = read(text)
     except ParseError as exc:
-        raise _around(ctx, text, exc.message) or exc from None
+        raise _around(ctx, text, exc) or exc from None
     form = forms[0] if forms else read_one(text)  # read_one: the error for empty input
     if not isinstance(form, SList) or form.head != "context-tx":
         raise ctx.error(form.pos, _ONLY)
