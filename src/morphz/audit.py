@@ -4,7 +4,7 @@ with the stored projection, row by row, and the head hash chain event by event."
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from morphz import events as ev
@@ -34,7 +34,8 @@ class _Report:
         self.head_diverged = False
         self.envs: dict[str, Env] = {}
         # activation id -> (session, root seq, state, started seq, finished seq), from the log
-        self.activations: dict[str, tuple[str, int | None, str, int, int | None]] = {}
+        # activation -> (session, root seq, state, started seq, finished seq, objective)
+        self.activations: dict[str, tuple[str, int | None, str, int, int | None, Any]] = {}
 
     def add(self, message: str) -> None:
         diffs = self.report.differences
@@ -86,6 +87,8 @@ def replay_event(state: MindState, event: ev.Event, out: _Report) -> None:
         ensure_session(state, changes, session)
         state.apply(changes, commit=True)
     else:
+        if kind not in ev.RECORD_KINDS | ev.RUNTIME_KINDS:
+            out.add(f"{event.ref}: unknown event kind {kind!r}: Morphz writes no such event")
         changes = Changes()
         ensure_session(state, changes, session)
         if kind == ev.SETTINGS_CHANGED:
@@ -109,18 +112,26 @@ def _note_activation(event: ev.Event, out: _Report) -> None:
     if event.kind == ev.ACTIVATION_STARTED:
         root = payload.get("root")
         root_seq = int(root[2:]) if isinstance(root, str) and root.startswith("@e") else None
-        out.activations[activation] = (event.session_id, root_seq, "running", event.seq, None)
+        goal = payload.get("objective")
+        out.activations[activation] = (event.session_id, root_seq, "running", event.seq, None, goal)
     elif activation in out.activations:
-        session, root_seq, _, started, _ = out.activations[activation]
+        session, root_seq, _, started, _, goal = out.activations[activation]
         ended = str(payload.get("state"))
-        out.activations[activation] = (session, root_seq, ended, started, event.seq)
+        out.activations[activation] = (session, root_seq, ended, started, event.seq, goal)
     else:
         out.add(f"{event.ref}: activation {activation} finishes but never started")
 
 
 def _compare_activations(r: ReadTxn, out: _Report) -> None:
     stored = {
-        a.activation_id: (a.session_id, a.root_seq, a.state, a.started_seq, a.finished_seq)
+        a.activation_id: (
+            a.session_id,
+            a.root_seq,
+            a.state,
+            a.started_seq,
+            a.finished_seq,
+            a.objective,
+        )
         for a in r.activations()
     }
     for activation in sorted(set(stored) | set(out.activations)):
@@ -172,6 +183,10 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
         counts[session.attention] = counts.get(session.attention, 0) + 1
     if (stored_counts := r.active.session_counts()) != counts:
         out.add(f"session counts: replay {dict(sorted(counts.items()))}, stored {stored_counts}")
+    cited = {(src, f.id) for f in state.frames_by_id.values() for src in f.sources}
+    if (stored_sources := set(r.frame_sources())) != cited:
+        missing, extra = sorted(cited - stored_sources), sorted(stored_sources - cited)
+        out.add(f"frame sources: missing {missing[:5]}, not in the replay {extra[:5]}")
     in_view = sum(frame_tokens(f) for f in state.frames_by_id.values() if f.lifecycle != "retired")
     if (stored_tokens := r.active.frame_tokens()) != in_view:
         out.add(f"frame tokens in view: replay {in_view}, stored {stored_tokens}")
@@ -193,6 +208,16 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
     _compare_activations(r, out)
 
 
+def _next_event(events: Iterator[ev.Event], state: MindState, out: _Report) -> ev.Event | None:
+    """The next event of the log, or None at its end or where a damaged row cannot be read
+    (reported: the replay stops there)."""
+    try:
+        return next(events, None)
+    except (ValueError, TypeError) as exc:  # a payload or meta that is not JSON
+        out.add(f"@e{state.last_seq + 1}: the event cannot be read ({exc}): the replay stops")
+        return None
+
+
 def audit_context(
     store: Store, context_id: str, progress: Callable[[int, int], None] | None = None
 ) -> AuditReport:
@@ -208,9 +233,13 @@ def audit_context(
         with store.read(context_id) as r:
             state = MindState(window=r.row.initial_window)
             total = r.row.last_seq
-            for event in r.events():
+            events = r.events()
+            while (event := _next_event(events, state, out)) is not None:
                 report.events += 1
-                replay_event(state, event, out)
+                try:
+                    replay_event(state, event, out)
+                except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                    out.add(f"{event.ref}: damaged payload ({type(exc).__name__}: {exc})")
                 if progress is not None and report.events % PROGRESS_EVERY == 0:
                     progress(report.events, total)
             if progress is not None:

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 DEFAULT_SESSION = "default"
 DEFAULT_CONTEXT = "context-default"
+MAX_SEQ = 2**63 - 1  # the largest event seq SQLite stores
 
 
 class Context:
@@ -140,6 +141,7 @@ class Context:
 
     def events(self, after: int = 0, limit: int | None = None) -> list[ev.Event]:
         """The events after seq ``after``, at most ``limit`` of them (all when None)."""
+        check_whole(after, "after", 0, MAX_SEQ)
         if limit is not None and check_whole(limit, "limit", 0) == 0:
             return []
         out: list[ev.Event] = []
@@ -151,7 +153,9 @@ class Context:
         return out
 
     def event(self, ref: str | int) -> ev.Event:
-        seq = ref if isinstance(ref, int) else parse_ref(ref)
+        seq = check_whole(ref, "seq", 1) if isinstance(ref, int) else parse_ref(ref)
+        if seq > MAX_SEQ:
+            raise InputError(f"no event {make_ref(seq)} in context '{self.id}'")
         with self.db.store.read(self.id) as r:
             found = r.event(seq)
         if found is None:
@@ -345,6 +349,8 @@ class Context:
         session: str = DEFAULT_SESSION,
     ) -> ev.Event:
         """Record a non-observation event (a model reply or a tool call). No clock tick."""
+        if text is not None and not isinstance(text, str):
+            raise InputError(f"record() text must be a string or None, not {type(text).__name__}")
         if kind not in ev.RECORD_KINDS:
             raise InputError(
                 f"record() takes {sorted(ev.RECORD_KINDS)}; use observe() for {kind!r}"
@@ -596,6 +602,7 @@ class Context:
 
     def set_window(self, window: int, *, session: str = DEFAULT_SESSION) -> ev.Event:
         """Change the organizing window (in clock ticks) for retirements started from now on."""
+        check_id(session, "session id")
         check_window(window)
         recorded = self.db.timestamp()
         with self.db.store.write(self.id) as w:

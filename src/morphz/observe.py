@@ -62,6 +62,11 @@ def check_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def check(item: Observation) -> Checked:
     from morphz.checks import normalize_time
 
+    if not isinstance(item, Observation):
+        raise InputError(
+            f"observe_batch takes Observation items, not {type(item).__name__}: "
+            "morphz.Observation(kind, text)"
+        )
     if not isinstance(item.kind, str) or item.kind not in OBSERVATION_KINDS:
         kinds = ", ".join(sorted(OBSERVATION_KINDS))
         raise InputError(f"unknown observation kind {item.kind!r}: use one of {kinds}")

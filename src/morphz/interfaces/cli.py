@@ -52,7 +52,17 @@ def report_error(exc: morphz.MorphzError, fmt: str) -> None:
 
 
 def _json(data: Any) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False)
+    """JSON as the terminal can take it: UTF-8 text as it is, \\u escapes (still the same
+    JSON) when standard output has another encoding (a Latin-1 locale)."""
+    return json.dumps(data, indent=2, ensure_ascii=not _utf8_out())
+
+
+def _out_encoding() -> str:
+    return str(getattr(sys.stdout, "encoding", None) or "utf-8")
+
+
+def _utf8_out() -> bool:
+    return _out_encoding().lower().replace("-", "").replace("_", "") in ("utf8", "utf8sig")
 
 
 def local_now() -> str:
@@ -64,7 +74,12 @@ def local_now() -> str:
 def out(text: str) -> None:
     """Print ``text`` as it is. (``click.echo`` alone strips ANSI escape sequences when stdout
     is not a terminal; stored text, such as a tool result with colour codes, must come out as
-    it was stored and as a model is sent it.)"""
+    it was stored and as a model is sent it.) On a terminal whose encoding cannot hold a
+    character (a Latin-1 locale), that character is shown as a backslash escape instead of
+    failing."""
+    if not _utf8_out():
+        encoding = _out_encoding()
+        text = text.encode(encoding, "backslashreplace").decode(encoding)
     click.echo(text, color=True)
 
 
@@ -309,7 +324,7 @@ def _audit_progress() -> Callable[[int, int], None] | None:
 @context_argument
 @click.option(
     "--after",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=2**63 - 1),
     default=0,
     show_default=True,
     metavar="N",

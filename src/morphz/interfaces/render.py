@@ -31,11 +31,25 @@ MAX_CELL = 60
 # ------------------------------------------------------------------ tables
 
 
+def visible(text: str) -> str:
+    """``text`` with its control characters but line breaks shown as ``\\xNN``: what a
+    shortened or wrapped view of stored content prints, so that an escape sequence in a tool's
+    output or a frame body cannot drive the terminal (change colours, clear the screen), least
+    of all half of one, cut off. Exact-content outputs (the encoding, a recall read, the reply)
+    print text as stored."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c == "\n" or unicodedata.category(c) != "Cc" else f"\\x{ord(c):02x}" for c in text
+    )
+
+
 def _cell_lines(cell: str, width: int) -> list[str]:
     """A cell's lines: its own line breaks, then wrapped at ``width`` characters between words;
-    a word longer than that (an id, a ref) stays whole, so it can be copied."""
+    a word longer than that (an id, a ref) stays whole, so it can be copied. Control
+    characters are shown (:func:`visible`)."""
     out: list[str] = []
-    for line in cell.split("\n") or [""]:
+    for line in visible(cell).split("\n") or [""]:
         wrapped = textwrap.wrap(line, width, break_on_hyphens=False, break_long_words=False)
         out.extend(wrapped or [""])
     return out
@@ -226,7 +240,7 @@ def receipt(r: Receipt) -> str:
 def _preview(text: str | None, width: int = 60) -> str:
     if text is None:
         return "-"
-    flat = " ".join(text.split())
+    flat = visible(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 

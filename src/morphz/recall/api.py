@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from morphz.errors import InputError
 from morphz.events import Event
@@ -106,11 +106,11 @@ class Recall:
         ``recall_result`` observation in ``session``. Returns the result and the new event."""
         result: SearchPage | ReadPage | TraversalPage
         if op == "search":
-            result = self.search(**params)
+            result = self._fitting(self.search, params, "limit", 10)
         elif op == "read":
             result = self._read_whole(self.read(**params), params)
         elif op == "frame":
-            result = self.frame(**params)
+            result = self._fitting(self.frame, params, "budget", 50)
         else:
             raise InputError(f"unknown recall operation {op!r}: use search, read or frame")
         text = _delivered(result)
@@ -121,6 +121,21 @@ class Recall:
         meta = {"recall": {"op": op, "params": request}}
         event = self.ctx.observe("recall_result", text, meta=meta, session=session)
         return result, event
+
+    def _fitting(
+        self, run: Callable[..., _Page], params: dict[str, Any], size: str, default: int
+    ) -> _Page:
+        """``run(**params)``, or the same page cut shorter (fewer hits or nodes through
+        ``size``; its cursor goes on from there) until its delivered text fits the context's
+        preview threshold, so that a delivered search or traversal shows whole; never fewer
+        than one item (a single item too long is left to preview)."""
+        page = run(**params)
+        threshold = self.ctx.view().preview_threshold
+        count = params.get(size, default)
+        while (text := len(_delivered(page))) > threshold and count > 1 and _items(page) > 1:
+            count = max(1, min(_items(page) - 1, _items(page) * threshold // text))
+            page = run(**(params | {size: count}))
+        return page
 
     def _read_whole(self, page: ReadPage, params: dict[str, Any]) -> ReadPage:
         """``page``, or a shorter page from the same offset whose delivered text fits the
@@ -133,6 +148,13 @@ class Recall:
             limit = max(floor, len(page.text) * threshold // size - 1)
             page = self.read(**(params | {"limit": limit}))
         return page
+
+
+_Page = TypeVar("_Page", SearchPage, TraversalPage)
+
+
+def _items(page: SearchPage | TraversalPage) -> int:
+    return len(page.hits) if isinstance(page, SearchPage) else len(page.nodes)
 
 
 def _delivered(result: SearchPage | ReadPage | TraversalPage) -> str:

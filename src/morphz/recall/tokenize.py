@@ -111,6 +111,10 @@ _ASCII_FOLD: Final = str.maketrans(
 _IS_STOP: Final = STOPWORDS.__contains__
 
 # Full-width digits and Latin letters (U+FF10..) -> ASCII.
+# CSI sequences (ESC [ ... final byte) and OSC sequences (ESC ] ... BEL or ESC \), then any
+# other two-character escape
+_ESCAPE: Final = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?")
+_HALFWIDTH_KANA: Final = re.compile("[\uff61-\uff9f]+")
 _FULLWIDTH: Final = re.compile("[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]")
 _FULLWIDTH_FOLD: Final = {
     c: c - 0xFEE0
@@ -182,11 +186,15 @@ def _tokens(text: str, *, trailing_unigram: bool, stemmed: bool = True) -> list[
     With ``trailing_unigram`` a CJK run of two or more characters also yields its last
     character (index side); a one-character run always yields that character.
     """
+    if "\x1b" in text:  # terminal escape sequences (colour codes in tool output) are no words
+        text = _ESCAPE.sub(" ", text)
     if text.isascii():
         words = filterfalse(_IS_STOP, text.translate(_ASCII_FOLD).split())
         return [stem(w) for w in words] if stemmed else list(words)
     if _FULLWIDTH.search(text):
         text = text.translate(_FULLWIDTH_FOLD)
+    if _HALFWIDTH_KANA.search(text):  # ｶﾀｶﾅ as カタカナ (NFKC also joins ﾃﾞ into デ)
+        text = _HALFWIDTH_KANA.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text)
     low = _composed(text.lower())
     if not _CJK_RUN.search(low):
         words = filterfalse(_IS_STOP, map(_unaccented, _WORD.findall(low)))

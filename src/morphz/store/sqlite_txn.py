@@ -298,6 +298,14 @@ class SqliteRead:
         )
         yield from rows  # (boundary, version) tuples already
 
+    def frame_sources(self) -> Iterator[tuple[str, str]]:
+        """(source, frame id) of every frame's sources, any lifecycle: the reverse index the
+        encoding's cited-by counts and recall's descendants read."""
+        rows = self.conn.execute(
+            "SELECT source, frame_id FROM frame_sources WHERE context_id = ?", (self.cid,)
+        )
+        yield from rows
+
     def frame_counts(self) -> dict[str, int]:
         """Frames by lifecycle, plus ``protected``: how many of them (any lifecycle) are
         protected. The lifecycle counts add up to the number of frames."""
