@@ -213,7 +213,7 @@ def _next_event(events: Iterator[ev.Event], state: MindState, out: _Report) -> e
     (reported: the replay stops there)."""
     try:
         return next(events, None)
-    except (ValueError, TypeError) as exc:  # a payload or meta that is not JSON
+    except Exception as exc:  # a payload or meta that is not JSON, or nests beyond reading
         out.add(f"@e{state.last_seq + 1}: the event cannot be read ({exc}): the replay stops")
         return None
 
@@ -238,7 +238,7 @@ def audit_context(
                 report.events += 1
                 try:
                     replay_event(state, event, out)
-                except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                except Exception as exc:  # a payload the replay cannot read: a difference
                     out.add(f"{event.ref}: damaged payload ({type(exc).__name__}: {exc})")
                 if progress is not None and report.events % PROGRESS_EVERY == 0:
                     progress(report.events, total)

@@ -111,9 +111,10 @@ _ASCII_FOLD: Final = str.maketrans(
 _IS_STOP: Final = STOPWORDS.__contains__
 
 # Full-width digits and Latin letters (U+FF10..) -> ASCII.
-# CSI sequences (ESC [ ... final byte) and OSC sequences (ESC ] ... BEL or ESC \), then any
+# CSI sequences (ESC [ ... final byte) and OSC sequences (ESC ] ... BEL or ESC \, or the end of
+# the line when unterminated), then any
 # other two-character escape
-_ESCAPE: Final = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?")
+_ESCAPE: Final = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|\x1b.?")
 _HALFWIDTH_KANA: Final = re.compile("[\uff61-\uff9f]+")
 _FULLWIDTH: Final = re.compile("[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]")
 _FULLWIDTH_FOLD: Final = {

@@ -183,9 +183,18 @@ def traverse(
     for node, level, via in page:
         kind, info = _details(r, node, include_bodies, include_events)
         nodes.append(Node(node, kind, level, via, info))
-    shown = {n.id for n in nodes}
-    page_links = tuple(link for link in links if link.source in shown or link.target in shown)
     end = offset + len(page)
+    # each link once, on the page that shows the later of its two ends: a page's links shrink
+    # with its nodes (a much-cited frame does not carry every link of the walk on its page)
+    before = {node for node, _, _ in order[:offset]}
+    upto = before | {n.id for n in nodes}
+    page_links = tuple(
+        link
+        for link in links
+        if link.source in upto
+        and link.target in upto
+        and not (link.source in before and link.target in before)
+    )
     next_cursor = None
     if end < len(order):
         next_cursor = cursors.encode(key, {"q": digest, "v": version, "o": end})
