@@ -175,7 +175,9 @@ def _revise(a: _Apply, op: o.Revise) -> None:
     if old.lifecycle != "active":
         change += f" (was {old.lifecycle}; now active)"
     cost = frame_tokens(new) - (frame_tokens(old) if was_visible else 0)
-    a.effect(op.id, change, immediate=-cost)
+    # a pending retirement is cancelled: the relief its retire promised will not come
+    pending = frame_tokens(old) if old.lifecycle == "retiring" else 0
+    a.effect(op.id, change, immediate=-cost, eventual=-pending)
 
 
 # ------------------------------------------------------------ lifecycle
@@ -380,12 +382,18 @@ def _rollback(a: _Apply, op: o.Rollback) -> None:
         raise a.fail(NotFoundError, f"checkpoint '{op.checkpoint}' does not exist")
     clock = a.view.clock
     target = {f.id: _finalized_if_due(f, clock) for f in snap.frames}
+    freed = pending = 0  # the token effect: frames in view, and retirements pending
     for frame in list(a.view.frames()):
         if frame.id not in target:
+            freed += _in_view(frame)
+            pending -= _pending(frame)
             a.changes.frames[frame.id] = None
             a.changes.written.update((f"content:{frame.id}", f"life:{frame.id}"))
     for fid, frame in target.items():
-        if a.view.frame(fid) != frame:
+        old = a.view.frame(fid)
+        if old != frame:
+            freed += _in_view(old) - _in_view(frame)
+            pending += _pending(frame) - _pending(old)
             a.put_frame(frame, True, True)
     wanted = set(snap.edges)
     for edge in list(a.view.edges()):
@@ -401,7 +409,16 @@ def _rollback(a: _Apply, op: o.Rollback) -> None:
         a.changes.order_max = top
     a.changes.barrier = True
     a.changes.written.update(("order", f"checkpoint:{op.checkpoint}"))
-    a.effect(op.checkpoint, f"mind rolled back to version {snap.version}")
+    change = f"mind rolled back to version {snap.version}"
+    a.effect(op.checkpoint, change, immediate=freed, eventual=pending)
+
+
+def _in_view(frame: Frame | None) -> int:
+    return 0 if frame is None or frame.lifecycle == "retired" else frame_tokens(frame)
+
+
+def _pending(frame: Frame | None) -> int:
+    return frame_tokens(frame) if frame is not None and frame.lifecycle == "retiring" else 0
 
 
 def _finalized_if_due(frame: Frame, clock: int) -> Frame:
@@ -477,10 +494,13 @@ def _fast_path(a: _Apply) -> None:
             successor = a.view.frame(new_id)
             if successor is not None and old_id in successor.sources:
                 a.put_frame(old.with_life("retired", None, old.reason), False, True)
-                for eff in a.changes.effects:
+                # the retire still in force (an earlier one a restore cancelled keeps its
+                # figures, which the restore's take back)
+                for eff in reversed(a.changes.effects):
                     if eff.target == old_id and eff.op == "retire":
                         eff.change = f"retired at once: superseded by {new_id}"
                         eff.immediate, eff.eventual = frame_tokens(old), 0
+                        break
                 break
 
 

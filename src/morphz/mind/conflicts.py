@@ -32,7 +32,9 @@ def op_boundaries(op: o.Op) -> list[str]:
     if isinstance(op, o.Relate | o.Unrelate):
         edge = [edge_key(op.subject, op.relation, op.object)]
         # a supersedes edge may retire its object at once if the subject cites it: it reads that
-        return [*edge, f"content:{op.subject}"] if op.relation == "supersedes" else edge
+        # (an unrelate adds no edge, so it never fires the fast path and reads no content)
+        reads = isinstance(op, o.Relate) and op.relation == "supersedes"
+        return [*edge, f"content:{op.subject}"] if reads else edge
     if isinstance(op, o.Place):
         return ["order"]
     if isinstance(op, o.Checkpoint | o.Rollback):
