@@ -68,3 +68,29 @@ def test_half_width_katakana_finds_full_width_katakana(ctx: morphz.Context) -> N
     half = say(ctx, "ﾃｽﾄ用のﾃﾞｰﾀ")
     assert full in keys(ctx.recall.search("ｶﾀｶﾅ"))
     assert half in keys(ctx.recall.search("テスト"))
+
+
+def test_a_hindi_word_does_not_match_unrelated_words_sharing_its_letters(
+    ctx: morphz.Context,
+) -> None:
+    """Devanagari vowel signs and the virama are combining marks (Mn/Mc). The Python split
+    (``[^\\W_]+``) treats them as separators, unlike FTS5's unicode61 which the module says it
+    mirrors, so किताब (book) is indexed and searched as the lone letters क त ब, and a search
+    for it also returns कुत्ता (dog), shredded into क त त. Expected: marks stay inside their
+    word, so the search for किताब finds only the text that holds it."""
+    book = say(ctx, "मुझे एक किताब चाहिए")
+    say(ctx, "कुत्ता बहुत तेज़ भौंकता है")
+    assert keys(ctx.recall.search("किताब")) == [book]
+
+
+def test_an_arabic_word_written_with_vowel_marks_finds_it_written_without(
+    ctx: morphz.Context,
+) -> None:
+    """Arabic is mostly written without its short-vowel marks (harakat), which are combining
+    marks; a word typed with them must find the same word written without them, as résumé finds
+    resume (diacritics are folded). Today the split breaks عَرَبِيًّا into the letters ع ر ب ي
+    and nothing is found. Same for Hebrew with niqqud (שָׁלוֹם / שלום)."""
+    arabic = say(ctx, "أريد كتابا عربيا")
+    hebrew = say(ctx, "שלום עולם")
+    assert keys(ctx.recall.search("عَرَبِيًّا")) == [arabic]
+    assert keys(ctx.recall.search("שָׁלוֹם")) == [hebrew]

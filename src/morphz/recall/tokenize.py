@@ -61,6 +61,7 @@ characters; :func:`match_query` about 3 µs for a typical question.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from itertools import filterfalse
@@ -134,6 +135,28 @@ _CJK_RUN: Final = re.compile(f"[{_CJK_CLASS}]+")
 # A CJK run, or a run of other letters/digits.
 _MIXED: Final = re.compile(f"([{_CJK_CLASS}]+)|((?:(?![{_CJK_CLASS}])[^\\W_])+)")
 
+
+@functools.cache
+def _marked_words() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """_WORD and _MIXED, with combining marks (categories Mn, Mc, Me) continuing a word instead
+    of splitting it: a Devanagari vowel sign or an Arabic haraka is part of its word (the marks
+    with a combining class are then folded away by _unaccented, so عَرَبِيًّا finds عربيا).
+    Built on first use (about 30 ms: the marks of the Basic Multilingual Plane)."""
+    ranges, start = [], None
+    for point in range(0x10000):
+        mark = unicodedata.category(chr(point)).startswith("M")
+        if mark and start is None:
+            start = point
+        elif not mark and start is not None:
+            ranges.append(f"{re.escape(chr(start))}-{re.escape(chr(point - 1))}")
+            start = None
+    marks = "".join(ranges)
+    letter = f"(?![{_CJK_CLASS}])[^\\W_]"
+    word = re.compile(f"[^\\W_](?:[^\\W_]|[{marks}])*")
+    mixed = re.compile(f"([{_CJK_CLASS}]+)|({letter}(?:{letter}|[{marks}])*)")
+    return word, mixed
+
+
 _MAX_QUERY_TERMS: Final = 128
 
 
@@ -198,10 +221,10 @@ def _tokens(text: str, *, trailing_unigram: bool, stemmed: bool = True) -> list[
         text = _HALFWIDTH_KANA.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text)
     low = _composed(text.lower())
     if not _CJK_RUN.search(low):
-        words = filterfalse(_IS_STOP, map(_unaccented, _WORD.findall(low)))
+        words = filterfalse(_IS_STOP, map(_unaccented, _marked_words()[0].findall(low)))
         return [stem(w) for w in words] if stemmed else list(words)
     out: list[str] = []
-    for cjk, found in _MIXED.findall(low):
+    for cjk, found in _marked_words()[1].findall(low):
         if not cjk:
             word = _unaccented(found)
             if word not in STOPWORDS:
