@@ -119,3 +119,14 @@ def ws(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
     root.mkdir()
     return root
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """For CLI runs: no user configuration, no MORPHZ_DB, a workspace folder ``ws``; the cwd is
+    tmp_path."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MORPHZ_DB", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ws").mkdir()
+    return tmp_path

@@ -104,3 +104,25 @@ class Server:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def anthropic_message(content: list[dict[str, Any]]) -> dict[str, Any]:
+    """An Anthropic Messages answer holding ``content`` blocks."""
+    return {
+        "id": "msg_loop",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-loop",
+        "content": content,
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 3000, "output_tokens": 5},
+    }
+
+
+def keep_alive(server: Server) -> Server:
+    """The loopback server speaking HTTP/1.1 with keep-alive, as every real provider does (the
+    stdlib handler's default, HTTP/1.0, closes each connection after one answer, so the client
+    never reuses one)."""
+    server.httpd.RequestHandlerClass.protocol_version = "HTTP/1.1"  # type: ignore[attr-defined]
+    return server

@@ -5,35 +5,20 @@ the expected behaviour."""
 from __future__ import annotations
 
 import asyncio
-import io
-import json
 import re
 from pathlib import Path
-from typing import Any
 
 import morphz
+from agents import import_log_lines as _history
+from agents import make_engine as _engine
 from morphz.capacity import Budget
 from morphz.encoding.tokens import RATIO_BOUNDS
-from morphz.interfaces.cli_agent import build_tools
-from morphz.runtime.config import Settings
-from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
+from morphz.runtime.engine import ActivationResult
 from morphz.runtime.models.base import ModelRequest, ModelResponse, Usage
 from morphz.runtime.models.scripted import FunctionModel
 
 _OBSERVATION = re.compile(r"^ \(observation (@e\d+) ", re.M)
 _FIGURE = re.compile(r"\(pressure \(level \w+\) \(tokens (\d+)\)")
-
-
-def _engine(ctx: morphz.Context, model: Any, workspace: Path, **config: Any) -> Engine:
-    return Engine(ctx, model, build_tools(Settings()), RuntimeConfig(workspace=workspace, **config))
-
-
-def _history(ctx: morphz.Context, count: int, words: int = 60) -> None:
-    lines = [
-        json.dumps({"kind": "external_event", "text": f"log line {i}: " + "status ok " * words})
-        for i in range(count)
-    ]
-    ctx.import_history(io.StringIO("\n".join(lines)), session="feed")
 
 
 def _figure(request: ModelRequest) -> int:

@@ -18,7 +18,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 import morphz
-from loopback import Request, Server
+from agents import invoke as _invoke
+from agents import script_spec as _script
+from loopback import Request, Server, anthropic_message, keep_alive
 from morphz.capacity import Budget
 from morphz.interfaces import cli_agent
 from morphz.interfaces.cli import main
@@ -43,27 +45,6 @@ def openai_reply(text: str) -> dict[str, Any]:
     }
 
 
-def anthropic_message(content: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "id": "msg_loop",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-loop",
-        "content": content,
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 3000, "output_tokens": 5},
-    }
-
-
-def keep_alive(server: Server) -> Server:
-    """The loopback server speaking HTTP/1.1 with keep-alive, as every real provider does (the
-    stdlib handler's default, HTTP/1.0, closes each connection after one answer, so the client
-    never reuses one)."""
-    server.httpd.RequestHandlerClass.protocol_version = "HTTP/1.1"  # type: ignore[attr-defined]
-    return server
-
-
 @contextmanager
 def leaks() -> Iterator[list[str]]:
     """What is left open (unclosed transports and sockets, reported through sys.unraisablehook
@@ -85,36 +66,6 @@ def leaks() -> Iterator[list[str]]:
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries (if any) do not wait: a retry shows in the request count, not in the run time."""
     monkeypatch.setattr(retry.Backoff, "delay", lambda self, attempt, retry_after: 0.0)
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No user configuration, no MORPHZ_DB, a workspace folder; the cwd is tmp_path."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("MORPHZ_DB", raising=False)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "ws").mkdir()
-    return tmp_path
-
-
-def _script(tmp: Path, steps: list[dict[str, Any]]) -> str:
-    script = tmp / "script.json"
-    script.write_text(json.dumps(steps))
-    return f"scripted:{script}"
-
-
-def _invoke(args: list[str], stdin: str | bytes | None = None) -> Result:
-    return CliRunner().invoke(main, args, input=stdin)
-
-
-def _script(tmp: Path, steps: list[dict[str, Any]]) -> str:
-    script = tmp / "script.json"
-    script.write_text(json.dumps(steps))
-    return f"scripted:{script}"
-
-
-def _invoke(args: list[str], stdin: str | bytes | None = None) -> Result:
-    return CliRunner().invoke(main, args, input=stdin)
 
 
 # ---------------------------------------------------------------- one event loop, the client closed

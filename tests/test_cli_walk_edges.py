@@ -9,35 +9,14 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
-from morphz.interfaces.cli import main
+from agents import invoke as _invoke
+from agents import script_spec as _script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "cli.md"
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No user configuration, no MORPHZ_DB, a workspace folder; the cwd is tmp_path."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("MORPHZ_DB", raising=False)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "ws").mkdir()
-    return tmp_path
-
-
-def _script(tmp: Path, steps: list[dict[str, Any]]) -> str:
-    script = tmp / "script.json"
-    script.write_text(json.dumps(steps))
-    return f"scripted:{script}"
-
-
-def _invoke(args: list[str], stdin: str | bytes | None = None) -> Result:
-    return CliRunner().invoke(main, args, input=stdin)
 
 
 # ------------------------------------------------------------------ context tx

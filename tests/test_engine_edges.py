@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -12,27 +11,15 @@ from typing import Any
 import pytest
 
 import morphz
+from agents import import_log_lines as _history
+from agents import make_engine as _engine
 from morphz.encoding.tokens import estimate_tokens
 from morphz.ids import ref_seq
-from morphz.interfaces.cli_agent import build_tools
-from morphz.runtime.config import Settings
-from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
+from morphz.runtime.engine import ActivationResult
 from morphz.runtime.models.base import ContextTooLongError, ModelRequest, ModelResponse, ToolCall
 from morphz.runtime.models.scripted import FunctionModel
 
 AGENT_TOOLS = {"context_tx", "recall"}
-
-
-def _engine(ctx: morphz.Context, model: Any, workspace: Path, **config: Any) -> Engine:
-    return Engine(ctx, model, build_tools(Settings()), RuntimeConfig(workspace=workspace, **config))
-
-
-def _history(ctx: morphz.Context, count: int, words: int = 60) -> None:
-    lines = [
-        json.dumps({"kind": "external_event", "text": f"log line {i}: " + "status ok " * words})
-        for i in range(count)
-    ]
-    ctx.import_history(io.StringIO("\n".join(lines)), session="feed")
 
 
 def _sent_tokens(request: ModelRequest) -> int:

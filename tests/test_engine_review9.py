@@ -9,7 +9,6 @@ docstrings say what was expected); the others pin the choices made in fixing the
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import re
 from collections.abc import Iterator
@@ -19,7 +18,9 @@ from typing import Any
 import pytest
 
 import morphz
-from loopback import Request, Server
+from agents import import_log_lines as _history
+from agents import make_engine as _engine
+from loopback import Request, Server, anthropic_message, keep_alive
 from morphz.capacity import Budget
 from morphz.encoding.blocks import CacheLayout
 from morphz.encoding.prefix import LOOKBACK, BlockCacheMeter
@@ -44,18 +45,6 @@ _OBSERVATION = re.compile(r"^ \(observation (@e\d+) ", re.M)
 _FIGURE = re.compile(r"\(pressure \(level \w+\) \(tokens (\d+)\)")
 
 
-def _engine(ctx: morphz.Context, model: Any, workspace: Path, **config: Any) -> Engine:
-    return Engine(ctx, model, build_tools(Settings()), RuntimeConfig(workspace=workspace, **config))
-
-
-def _history(ctx: morphz.Context, count: int, words: int = 60) -> None:
-    lines = [
-        json.dumps({"kind": "external_event", "text": f"log line {i}: " + "status ok " * words})
-        for i in range(count)
-    ]
-    ctx.import_history(io.StringIO("\n".join(lines)), session="feed")
-
-
 def _figure(request: ModelRequest) -> int:
     """The token figure the request's kernel states."""
     return int(_FIGURE.findall(request.encoding)[-1])
@@ -74,27 +63,6 @@ def _reads(*paths: str) -> ModelResponse:
 
 
 # --- a new request sequence marks where the previous request stored its prefix --------------------
-
-
-def anthropic_message(content: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "id": "msg_loop",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-loop",
-        "content": content,
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 3000, "output_tokens": 5},
-    }
-
-
-def keep_alive(server: Server) -> Server:
-    """The loopback server speaking HTTP/1.1 with keep-alive, as every real provider does (the
-    stdlib handler's default, HTTP/1.0, closes each connection after one answer, so the client
-    never reuses one)."""
-    server.httpd.RequestHandlerClass.protocol_version = "HTTP/1.1"  # type: ignore[attr-defined]
-    return server
 
 
 class CachingAnthropic:

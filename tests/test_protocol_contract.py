@@ -12,12 +12,10 @@ from pathlib import Path
 import pytest
 
 import morphz
+from agents import make_engine as _engine
 from morphz.capacity import Budget
 from morphz.encoding.protocol import PROTOCOL
 from morphz.errors import BudgetError, ParseError, ValidationError
-from morphz.interfaces.cli_agent import build_tools
-from morphz.runtime.config import Settings
-from morphz.runtime.engine import Engine, RuntimeConfig
 from morphz.runtime.models.base import ContextTooLongError, ModelRequest, ModelResponse, ToolCall
 from morphz.runtime.models.scripted import FunctionModel
 from morphz.txlang import SList, Str, read_one
@@ -35,10 +33,6 @@ def _protocol_entry(*path: str) -> str:
         node = next(i for i in node.items if isinstance(i, SList) and i.head == name)
     assert isinstance(node, SList)
     return " ".join(i.value for i in node.items if isinstance(i, Str))
-
-
-def _engine(ctx: morphz.Context, model: FunctionModel, workspace: Path) -> Engine:
-    return Engine(ctx, model, build_tools(Settings()), RuntimeConfig(workspace=workspace))
 
 
 def _history(ctx: morphz.Context, count: int, words: int = 60) -> None:

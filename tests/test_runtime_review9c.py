@@ -18,39 +18,18 @@ import pytest
 from click.testing import CliRunner
 
 import morphz
+from agents import make_engine as _engine
+from agents import script_spec as _script
 from morphz import owners
 from morphz.capacity import Budget
 from morphz.interfaces import cli_agent
 from morphz.interfaces.cli import main
-from morphz.interfaces.cli_agent import build_tools
 from morphz.owners import Owner, host_name
-from morphz.runtime.config import Settings
-from morphz.runtime.engine import Engine, RuntimeConfig
 from morphz.runtime.models.base import ModelRequest, ModelResponse, ToolCall
 from morphz.runtime.models.scripted import FunctionModel
 
 _VERSION = re.compile(r"\(mind-version (\d+)\)")
 LINUX_PROC = Path("/proc/self/stat").exists() and Path("/proc/sys/kernel/random/boot_id").exists()
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No user configuration, no MORPHZ_DB, a workspace folder; the cwd is tmp_path."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("MORPHZ_DB", raising=False)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "ws").mkdir()
-    return tmp_path
-
-
-def _script(tmp: Path, steps: list[dict[str, Any]]) -> str:
-    script = tmp / "script.json"
-    script.write_text(json.dumps(steps), encoding="utf-8")
-    return f"scripted:{script}"
-
-
-def _engine(ctx: morphz.Context, model: FunctionModel, workspace: Path, **config: Any) -> Engine:
-    return Engine(ctx, model, build_tools(Settings()), RuntimeConfig(workspace=workspace, **config))
 
 
 # --- 1. the per-call safety net swallows the end of input at an approval prompt ---------------

@@ -18,7 +18,7 @@ from morphz.mind import (
     ensure_session,
     finalize_due,
 )
-from morphz.mind.lifecycle import frame_tokens
+from morphz.mind.lifecycle import view_tokens
 from morphz.mind.state import ObsState
 from morphz.results import AuditReport
 from morphz.store.base import ReadTxn, Store
@@ -187,7 +187,7 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
     if (stored_sources := set(r.frame_sources())) != cited:
         missing, extra = sorted(cited - stored_sources), sorted(stored_sources - cited)
         out.add(f"frame sources: missing {missing[:5]}, not in the replay {extra[:5]}")
-    in_view = sum(frame_tokens(f) for f in state.frames_by_id.values() if f.lifecycle != "retired")
+    in_view = sum(map(view_tokens, state.frames_by_id.values()))
     if (stored_tokens := r.active.frame_tokens()) != in_view:
         out.add(f"frame tokens in view: replay {in_view}, stored {stored_tokens}")
     snapshots = {s.name: s for s in r.snapshots()}

@@ -96,6 +96,14 @@ class Budget:
     def from_dict(cls, data: dict[str, Any]) -> Budget:
         return cls(**data)
 
+    @classmethod
+    def stored(cls, data: dict[str, Any] | None) -> Budget:
+        """A context's stored budget setting, or the default when it has none."""
+        return cls.from_dict(data) if data else _DEFAULT
+
+
+_DEFAULT = Budget()  # what a context without a budget setting has
+
 
 def budget_over(base: Budget, keys: Mapping[str, int]) -> Budget:
     """``base`` with the fields ``keys`` names changed (InputError when that is no budget)."""

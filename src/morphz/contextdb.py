@@ -633,9 +633,6 @@ class Context:
         return event
 
 
-_DEFAULT_BUDGET = Budget()
-
-
 def _check_room(w: WriteTxn, budget: Budget | None, keys: Mapping[str, int]) -> None:
     """Refuse (BudgetError, nothing written) a transaction that grew the frames in view when,
     with the protocol, they pass the critical level: maintenance batches leave observations out,
@@ -644,7 +641,7 @@ def _check_room(w: WriteTxn, budget: Budget | None, keys: Mapping[str, int]) -> 
     from morphz.encoding.protocol import PROTOCOL_TOKENS
 
     frames, stored = w.active.frames_and_budget()
-    base = budget or (_DEFAULT_BUDGET if stored is None else Budget.from_dict(stored))
+    base = budget or Budget.stored(stored)
     limits = budget_over(base, keys)
     needed = frames + PROTOCOL_TOKENS
     if needed > limits.critical:

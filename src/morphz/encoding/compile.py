@@ -124,8 +124,7 @@ def stored_budget(r: ReadTxn) -> Budget:
 
 
 def _budget(settings: Mapping[str, Any]) -> Budget:
-    data = settings.get("budget")
-    return Budget.from_dict(data) if data else Budget()
+    return Budget.stored(settings.get("budget"))
 
 
 def _kernel(

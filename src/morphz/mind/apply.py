@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from morphz.errors import NotFoundError, ProtectedError, TxError, ValidationError
 from morphz.ids import ref_seq
 from morphz.mind.conflicts import edge_key
-from morphz.mind.lifecycle import frame_tokens, obs_tokens, remaining_ticks
+from morphz.mind.lifecycle import frame_tokens, obs_tokens, remaining_ticks, view_tokens
 from morphz.mind.state import (
     Changes,
     Edge,
@@ -385,14 +385,14 @@ def _rollback(a: _Apply, op: o.Rollback) -> None:
     freed = pending = 0  # the token effect: frames in view, and retirements pending
     for frame in list(a.view.frames()):
         if frame.id not in target:
-            freed += _in_view(frame)
+            freed += view_tokens(frame)
             pending -= _pending(frame)
             a.changes.frames[frame.id] = None
             a.changes.written.update((f"content:{frame.id}", f"life:{frame.id}"))
     for fid, frame in target.items():
         old = a.view.frame(fid)
         if old != frame:
-            freed += _in_view(old) - _in_view(frame)
+            freed += view_tokens(old) - view_tokens(frame)
             pending += _pending(frame) - _pending(old)
             a.put_frame(frame, True, True)
     wanted = set(snap.edges)
@@ -411,10 +411,6 @@ def _rollback(a: _Apply, op: o.Rollback) -> None:
     a.changes.written.update(("order", f"checkpoint:{op.checkpoint}"))
     change = f"mind rolled back to version {snap.version}"
     a.effect(op.checkpoint, change, immediate=freed, eventual=pending)
-
-
-def _in_view(frame: Frame | None) -> int:
-    return 0 if frame is None or frame.lifecycle == "retired" else frame_tokens(frame)
 
 
 def _pending(frame: Frame | None) -> int:

@@ -45,6 +45,12 @@ def frame_tokens(frame: Frame) -> int:
     return (size + 3) // 4  # estimate_tokens(size), inlined: every frame effect counts
 
 
+def view_tokens(frame: Frame | None) -> int:
+    """What ``frame`` counts among the frames in view: its tokens while active or retiring, 0
+    once retired or gone (receipts, the store's kept total and the audit all count so)."""
+    return 0 if frame is None or frame.lifecycle == "retired" else frame_tokens(frame)
+
+
 def obs_tokens(obs: ObsState) -> int:
     return estimate_tokens(obs.chars + 24)
 

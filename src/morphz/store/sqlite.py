@@ -28,7 +28,7 @@ from morphz.errors import (
     StoreBusyError,
     StoreError,
 )
-from morphz.mind.lifecycle import frame_tokens
+from morphz.mind.lifecycle import view_tokens
 from morphz.mind.state import GENESIS_HEAD
 from morphz.store.base import ContextRow
 from morphz.store.sqlite_recall import SqliteRecall
@@ -89,7 +89,7 @@ def _count_frame_tokens(conn: sqlite3.Connection) -> None:
     totals: dict[str, int] = {}
     rows = conn.execute(f"SELECT context_id, {FRAME_COLS} FROM frames WHERE lifecycle <> 'retired'")
     for context_id, *frame in rows:
-        totals[context_id] = totals.get(context_id, 0) + frame_tokens(frame_from_row(frame))
+        totals[context_id] = totals.get(context_id, 0) + view_tokens(frame_from_row(frame))
     conn.executemany("INSERT INTO frame_tokens (context_id, n) VALUES (?, ?)", totals.items())
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from morphz.events import Event, make_event
-from morphz.mind.lifecycle import frame_tokens
+from morphz.mind.lifecycle import view_tokens
 from morphz.mind.state import Changes, Edge, Frame, ObsState, SessionState, Snapshot
 from morphz.recall.documents import time_us
 from morphz.store.base import ActivationRow, ContextRow, SessionRow
@@ -410,7 +410,7 @@ class SqliteWrite(SqliteRead):
             for fid, frame in changes.frames.items():
                 old = cache[fid] if fid in cache else self.frame(fid)
                 cache[fid] = frame
-                tokens += _in_view(frame) - _in_view(old)
+                tokens += view_tokens(frame) - view_tokens(old)
                 if old is None or frame is None or old.sources != frame.sources:
                     self._write_sources(fid, old, frame)
                 if frame is None:
@@ -531,8 +531,3 @@ class SqliteWrite(SqliteRead):
             f"VALUES (?, {', '.join('?' * ACTIVATION_COLS.count(','))}, ?)",
             (self.cid, *activation_params(activation)),
         )
-
-
-def _in_view(frame: Frame | None) -> int:
-    """The tokens ``frame`` counts for in the frames-in-view total (0 when not in view)."""
-    return 0 if frame is None or frame.lifecycle == "retired" else frame_tokens(frame)
