@@ -433,3 +433,20 @@ def test_text_output_keeps_escape_sequences_of_stored_text(cli: Cli) -> None:
     cli("context", "observe", "--kind", "tool_result", "--text", text)
     assert f'(text "{text}")' in cli("context", "encoding").stdout_bytes.decode()
     assert cli("context", "recall", "read", "@e1").stdout_bytes.decode().startswith(text)
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("created_seq", "created_seq + 1"), ("last_seq", "last_seq - 1"), ("last_time", "'2001'")],
+)
+def test_audit_checks_each_sessions_first_and_last_event(
+    ready: Cli, column: str, value: str
+) -> None:
+    """Where a session began, its last event and that event's time (the session directory's
+    working set reads them) are compared with the log."""
+    ready("context", "tx", "--file", "-", stdin=CREATE_TX)
+    assert ready.json("context", "audit")["ok"] is True
+    with contextlib.closing(sqlite3.connect(ready.db)) as conn, conn:
+        conn.execute(f"UPDATE sessions SET {column} = {value}")
+    report = ready.json("context", "audit", code=1)
+    assert any("(created, last, last time)" in d for d in report["differences"])

@@ -36,6 +36,8 @@ class _Report:
         # activation id -> (session, root seq, state, started seq, finished seq), from the log
         # activation -> (session, root seq, state, started seq, finished seq, objective)
         self.activations: dict[str, tuple[str, int | None, str, int, int | None, Any]] = {}
+        # session id -> (first seq, last seq, recorded time of the last), from the log
+        self.session_events: dict[str, tuple[int, int, str]] = {}
 
     def add(self, message: str) -> None:
         diffs = self.report.differences
@@ -43,6 +45,10 @@ class _Report:
             diffs.append(message)
         elif len(diffs) == MAX_DIFFERENCES:
             diffs.append("... more differences not shown")
+
+    def note_session(self, event: ev.Event) -> None:
+        first = self.session_events.get(event.session_id, (event.seq,))[0]
+        self.session_events[event.session_id] = (first, event.seq, event.recorded_at)
 
     def env(self, session: str) -> Env:
         """The replay environment of a session's commits (one value per session)."""
@@ -55,9 +61,7 @@ class _Report:
 def replay_event(state: MindState, event: ev.Event, out: _Report) -> None:
     """Apply one event to ``state`` exactly as the live path did."""
     seq, kind, session = event.seq, event.kind, event.session_id
-    if seq != state.last_seq + 1:
-        out.add(f"{event.ref}: follows @e{state.last_seq}: events are missing from the log")
-    state.note_event(seq)
+    _note_order(state, event, out)
     if kind in (ev.ACTIVATION_STARTED, ev.ACTIVATION_FINISHED):
         _note_activation(event, out)
     if kind == ev.TX_COMMITTED:
@@ -103,6 +107,14 @@ def replay_event(state: MindState, event: ev.Event, out: _Report) -> None:
     if not out.head_diverged and state.head != event.head:
         out.head_diverged = True
         out.add(f"{event.ref}: head hash diverges here (first divergence)")
+
+
+def _note_order(state: MindState, event: ev.Event, out: _Report) -> None:
+    """The event's place in the log and in its session."""
+    if event.seq != state.last_seq + 1:
+        out.add(f"{event.ref}: follows @e{state.last_seq}: events are missing from the log")
+    state.note_event(event.seq)
+    out.note_session(event)
 
 
 def _note_activation(event: ev.Event, out: _Report) -> None:
@@ -173,16 +185,6 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
             out.add(f"observation @e{obs.seq}: replay {state.obs.get(obs.seq)}, stored {obs}")
     if seen != len(state.obs):
         out.add(f"observations: replay has {len(state.obs)}, store has {seen}")
-    sessions = {s.id: s for s in r.sessions()}
-    if sessions != state.sessions:
-        replayed = sorted((s.id, s.attention) for s in state.sessions.values())
-        stored = sorted((s.id, s.attention) for s in sessions.values())
-        out.add(f"sessions: replay {replayed}, stored {stored}")
-    counts: dict[str, int] = {}
-    for session in state.sessions.values():
-        counts[session.attention] = counts.get(session.attention, 0) + 1
-    if (stored_counts := r.active.session_counts()) != counts:
-        out.add(f"session counts: replay {dict(sorted(counts.items()))}, stored {stored_counts}")
     cited = {(src, f.id) for f in state.frames_by_id.values() for src in f.sources}
     if (stored_sources := set(r.frame_sources())) != cited:
         missing, extra = sorted(cited - stored_sources), sorted(stored_sources - cited)
@@ -206,6 +208,28 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
     if seen != len(state.boundary_versions):
         out.add(f"boundary versions: replay has {len(state.boundary_versions)}, store has {seen}")
     _compare_activations(r, out)
+    _compare_sessions(state, r, out)
+
+
+def _compare_sessions(state: MindState, r: ReadTxn, out: _Report) -> None:
+    """The sessions, their per-attention counts, and each one's first and last event and the
+    time of the last, as the log has them."""
+    sessions = {s.id: s for s in r.sessions()}
+    if sessions != state.sessions:
+        replayed = sorted((s.id, s.attention) for s in state.sessions.values())
+        stored = sorted((s.id, s.attention) for s in sessions.values())
+        out.add(f"sessions: replay {replayed}, stored {stored}")
+    counts: dict[str, int] = {}
+    for session in state.sessions.values():
+        counts[session.attention] = counts.get(session.attention, 0) + 1
+    if (stored_counts := r.active.session_counts()) != counts:
+        out.add(f"session counts: replay {dict(sorted(counts.items()))}, stored {stored_counts}")
+    for row in r.session_rows():
+        kept = (row.created_seq, row.last_seq, row.last_time)
+        logged = out.session_events.get(row.session_id)
+        if logged is not None and logged != kept:
+            out.add(f"session {row.session_id} (created, last, last time): "
+                    f"log {logged}, stored {kept}")  # fmt: skip
 
 
 def _next_event(events: Iterator[ev.Event], state: MindState, out: _Report) -> ev.Event | None:
