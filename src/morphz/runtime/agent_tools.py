@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -68,7 +67,7 @@ async def _context_tx(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     if not isinstance(text, str):
         raise ToolError('context_tx needs {"tx": "(context-tx ...)"}')
     try:
-        receipt = await asyncio.to_thread(
+        receipt = await tc.in_thread(
             tc.ctx.commit,
             text,
             session=tc.session,
@@ -88,9 +87,7 @@ async def _recall(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     if unknown:
         raise ToolError(f"recall op={op} does not take {sorted(unknown)}")
     params = _recall_params(op, {k: v for k, v in args.items() if k != "op" and v is not None})
-    _result, event = await asyncio.to_thread(
-        tc.ctx.recall.deliver, op, session=tc.session, **params
-    )
+    _result, event = await tc.in_thread(tc.ctx.recall.deliver, op, session=tc.session, **params)
     return ToolOutcome(f"delivered as {event.ref} (recall_result)", delivered=event.ref)
 
 

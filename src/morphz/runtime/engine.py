@@ -215,9 +215,11 @@ class Engine:
             await run.loop()
         except Exception as exc:  # a bug or an unexpected error of the model: say which
             said = f"an unexpected error stopped the activation: {type(exc).__name__}: {exc}"
+            await run.tc.settle()
             await asyncio.shield(run.finish("interrupted", said[:2000]))
             raise
         except BaseException:
+            await run.tc.settle()  # a commit or a result still being written lands first
             await asyncio.shield(run.finish("interrupted", "the process stopped mid-activation"))
             raise
         return run.result
@@ -486,7 +488,7 @@ class _Run:
                 "cached": response.usage.cached_input_tokens,
             }
         start = len(self.result.events)
-        reply = await asyncio.to_thread(
+        reply = await self.tc.in_thread(
             self.e.ctx.record,
             ev.MODEL_REPLY,
             None if response.text is None else valid_text(response.text),
@@ -532,7 +534,7 @@ class _Run:
         if tool.policy == "deny":
             return False
         request = {"tool": tool.name, "arguments": args, "call": valid_text(call.id)}
-        asked = await asyncio.to_thread(
+        asked = await self.tc.in_thread(
             self.e.ctx.record, ev.APPROVAL_REQUEST, None, payload=request, session=self.session
         )
         approver = self.e.config.approver
@@ -542,7 +544,7 @@ class _Run:
             f"{tool.name}: {'approved' if decision else 'denied'}",
             meta={"request": asked.ref, "approved": decision, "tool": tool.name},
         )
-        result = await asyncio.to_thread(self.e.ctx.observe_batch, [answer], session=self.session)
+        result = await self.tc.in_thread(self.e.ctx.observe_batch, [answer], session=self.session)
         self.result.events.extend([asked.ref, result[0].ref])
         return decision
 
@@ -559,7 +561,7 @@ class _Run:
             meta["error"] = outcome.error
             batch.append(Observation(kind, valid_text(outcome.text), meta=meta))
         if batch:
-            events = await asyncio.to_thread(self.e.ctx.observe_batch, batch, session=self.session)
+            events = await self.tc.in_thread(self.e.ctx.observe_batch, batch, session=self.session)
             self.result.events.extend(e.ref for e in events)
 
     async def finish(self, state: str, reason: str | None) -> None:

@@ -8,13 +8,14 @@ is an error. Every outcome becomes a ``tool_result`` observation; an exception t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from morphz.errors import InputError, MorphzError
 from morphz.runtime.models.base import ToolSchema
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 Policy = Literal["allow", "ask", "deny"]
 POLICIES: tuple[Policy, ...] = ("allow", "ask", "deny")
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 class ToolError(InputError):
@@ -45,6 +48,26 @@ class ToolContext:
     # over it: what context_tx's `budget` refusal measures against too
     budget: Budget | None = None
     budget_keys: Mapping[str, int] = field(default_factory=dict)
+    # the activation's work still running in threads (see in_thread)
+    pending: set[asyncio.Future[Any]] = field(default_factory=set)
+
+    async def in_thread(self, fn: Callable[_P, _T], /, *args: _P.args, **kw: _P.kwargs) -> _T:
+        """``fn`` in a worker thread, tracked until it ends: a thread goes on when its caller is
+        cancelled, so an interrupted activation waits for it (:meth:`settle`) before recording
+        its end, and no commit or result lands after that end."""
+        job = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kw))
+        self.pending.add(job)
+        job.add_done_callback(self.pending.discard)
+        return await asyncio.shield(job)
+
+    async def settle(self) -> None:
+        """Wait until the work :meth:`in_thread` started has ended, however often the caller
+        is cancelled meanwhile (its results and errors went, or go, to their own callers)."""
+        while self.pending:
+            try:
+                await asyncio.shield(asyncio.gather(*self.pending, return_exceptions=True))
+            except asyncio.CancelledError:
+                continue
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ not seen. Arguments are checked against each tool's JSON Schema before it runs.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 import threading
@@ -135,7 +134,7 @@ def _tool(name: str, description: str, schema: dict[str, Any], policy: Policy, f
     async def run(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
         parsed = parse_args(name, args, schema)
         try:
-            return await asyncio.to_thread(fn, parsed, tc)
+            return await tc.in_thread(fn, parsed, tc)
         except OSError as exc:
             raise ToolError(f"{name} {args.get('path', '.')!r}: {exc.strerror or exc}") from None
 
