@@ -4,9 +4,12 @@ interrupt and rerun) - issue 3; DESIGN §8."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import sqlite3
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -314,8 +317,14 @@ def test_an_interrupted_rebuild_leaves_the_live_index_working(
     assert ctx.recall_index.documents() == live
 
 
+def building_tables(folder: Path) -> list[str]:
+    with contextlib.closing(sqlite3.connect(folder / "morphz.db")) as conn:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE name GLOB '*_rebuild_*'")
+        return [name for (name,) in rows]
+
+
 def test_an_interrupted_rebuild_after_several_batches(
-    ctx: morphz.Context, monkeypatch: pytest.MonkeyPatch
+    ctx: morphz.Context, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(recall_api, "REBUILD_BATCH", 2)
     varied_history(ctx)
@@ -331,11 +340,13 @@ def test_an_interrupted_rebuild_after_several_batches(
     with pytest.raises(KeyboardInterrupt):
         ctx.recall_index.rebuild(progress=stop_at_the_fourth)
     assert ctx.recall_index.documents() == live and current(ctx)
+    assert building_tables(tmp_path) == []  # what it built is dropped
     with pytest.raises(Interrupt):  # interrupted again, even earlier
         ctx.recall_index.rebuild(progress=lambda d, t: (_ for _ in ()).throw(Interrupt()))
     ctx.recall_index.rebuild()
     ctx.recall_index.rebuild()
     assert ctx.recall_index.documents() == live and current(ctx)
+    assert building_tables(tmp_path) == []
 
 
 def test_writes_during_a_rebuild_are_in_the_rebuilt_index(

@@ -226,11 +226,31 @@ class RecallIndex:
         """Regenerate the index from events and mind into a new table, in batches of
         :data:`REBUILD_BATCH` events (one short write transaction each, so writers are not
         held up), then swap it in. The live index serves searches until the swap; an
-        interrupted rebuild leaves it untouched, and running it again starts over."""
+        interrupted rebuild leaves it untouched and drops what it built (a killed process leaves
+        its table, unused), and running it again starts over."""
         store, cid = self.ctx.db.store, self.ctx.id
         with store.write(cid) as w:
             target = w.row.last_seq
             building = w.recall.begin_rebuild()
+        try:
+            self._fill(building, target, progress)
+        except BaseException as exc:  # an interrupted rebuild leaves no table behind
+            try:
+                with store.write(cid) as w:
+                    w.recall.drop_building(building)
+            except Exception as cleanup:  # the interruption is what to report
+                exc.add_note(f"the unfinished index table {building} stays: {cleanup}")
+            raise
+        if progress is not None:
+            progress(target, target)
+        return self.inspect()
+
+    def _fill(
+        self, building: str, target: int, progress: Callable[[int, int], None] | None
+    ) -> None:
+        """Index the events into ``building`` in batches, then the rest and the frames, and swap
+        it in."""
+        store, cid = self.ctx.db.store, self.ctx.id
         previous: dict[str, str | None] = {}
         seq = 0
         while seq < target:
@@ -246,6 +266,3 @@ class RecallIndex:
             now = time_us(self.ctx.db.timestamp())
             frames = maintain.frame_docs(w, [f.id for f in w.frames()], now)
             w.recall.finish_rebuild(building, frames, w.row.last_seq)
-        if progress is not None:
-            progress(target, target)
-        return self.inspect()

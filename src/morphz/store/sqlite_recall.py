@@ -332,6 +332,11 @@ class SqliteRecall:
         create_fts(self.conn, building)
         return building
 
+    def drop_building(self, building: str) -> None:
+        """Drop a building table begin_rebuild created (a rebuild that did not finish)."""
+        if building.startswith(f"{self.table()}_rebuild_"):
+            self.conn.execute(f"DROP TABLE IF EXISTS {building}")
+
     def add_to(self, table: str, docs: Iterable[EventDoc]) -> None:
         self.conn.executemany(
             f"INSERT INTO {table} (rowid, body, near) VALUES (?, ?, ?)",
