@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import morphz
-from morphz.interfaces import cli_recall
+from morphz.interfaces import cli as cli_module
 from morphz.interfaces.cli import main
 
 HIT_KEYS = {"ref", "frame_id", "kind", "time", "score", "preview", "lifecycle", "meta"}
@@ -533,7 +533,7 @@ def test_index_of_a_missing_context(cli: Cli) -> None:
 
 
 def test_progress_only_on_a_terminal(minded: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli_recall, "stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(cli_module, "stderr_is_terminal", lambda: True)
     rebuilt = minded("context", "recall-index", "rebuild", "--format", "json")
     assert "rebuild: 6/6 events indexed" in rebuilt.stderr
     assert rebuilt.stderr.count("\n") == 1  # one line, redrawn; ended once

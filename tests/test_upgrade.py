@@ -78,3 +78,32 @@ def test_the_old_store_keeps_working_after_the_upgrade(upgraded: Path) -> None:
         assert ctx.activations(running_only=True)[0].objective == "roll out"
         ctx.finish_activation(new)
         assert ctx.audit().ok
+
+
+def test_the_rebuild_on_opening_an_old_store_reports_progress(upgraded: Path) -> None:
+    """The recall indexes an upgrade marks stale are rebuilt as the store opens; ``progress``
+    hears of each context's events, up to the end."""
+    seen: list[tuple[str, int, int]] = []
+    with morphz.open(upgraded, progress=lambda *args: seen.append(args)) as db:
+        assert db.context("context-default").recall_index.inspect().current
+    assert seen and {c for c, _, _ in seen} == {"context-default"}
+    assert seen[-1] == ("context-default", 5, 5)
+    calls = len(seen)
+    with morphz.open(upgraded, progress=lambda *args: seen.append(args)):
+        pass  # current now: nothing to rebuild
+    assert len(seen) == calls
+
+
+def test_the_cli_shows_the_rebuild_on_a_terminal(
+    upgraded: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``morphz`` on a store from an older release says on stderr (a terminal) what it rebuilds
+    before it answers."""
+    from click.testing import CliRunner
+
+    from morphz.interfaces import cli
+
+    monkeypatch.setattr(cli, "stderr_is_terminal", lambda: True)
+    result = CliRunner().invoke(cli.main, ["context", "status", "--db", str(upgraded)])
+    assert result.exit_code == 0, result.output
+    assert "recall index of context-default: 5/5 events" in result.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,10 +67,13 @@ def open(
     busy_timeout: float = 30.0,
     create: bool = True,
     now: Callable[[], datetime] = utc_now,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> Database:
     """Open a store: a filesystem path opens an embedded SQLite database, creating the file
     (and its folder) unless ``create=False``. ``synchronous`` is NORMAL (a process crash loses
-    nothing committed) or FULL (power loss neither)."""
+    nothing committed) or FULL (power loss neither). A store from an older release may need its
+    recall indexes rebuilt as it opens (once, before it is returned): ``progress(context, done,
+    total)`` reports each rebuild's events."""
     text = str(target)
     if text.startswith(("postgresql://", "postgres://")):
         raise StoreError(
@@ -81,7 +85,8 @@ def open(
     db = Database(store, now=now)
     try:  # a recall index missing (a store from before recall) or made the old way: rebuild
         for context_id in store.stale_recall():  # it stays marked until its rebuild completes
-            db.context(context_id).recall_index.rebuild()
+            report = None if progress is None else functools.partial(progress, context_id)
+            db.context(context_id).recall_index.rebuild(progress=report)
     except BaseException:
         db.close()
         raise

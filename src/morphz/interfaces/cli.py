@@ -141,9 +141,44 @@ def session_option(f: F) -> F:
     )(f)
 
 
+def stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+def terminal_progress(label: str, unit: str) -> Callable[[int, int], None] | None:
+    """A ``progress(done, total)`` that redraws one line on stderr, when stderr is a terminal;
+    None otherwise (so pipes, files and JSON consumers see no progress)."""
+    if not stderr_is_terminal():
+        return None
+    finished = False
+
+    def show(done: int, total: int) -> None:
+        nonlocal finished
+        if finished:  # the library may report the end more than once
+            return
+        finished = done >= total
+        click.echo(f"\r{label}: {done:,}/{total:,} {unit}", err=True, nl=finished)
+
+    return show
+
+
+def open_store(db_path: str, *, create: bool = False) -> morphz.Database:
+    """The store at ``db_path``; when it is from an older release whose recall indexes are
+    rebuilt as it opens, that shows on a terminal."""
+    shown: dict[str, Callable[[int, int], None] | None] = {}
+
+    def progress(context_id: str, done: int, total: int) -> None:
+        if context_id not in shown:
+            shown[context_id] = terminal_progress(f"recall index of {context_id}", "events")
+        if (show := shown[context_id]) is not None:
+            show(done, total)
+
+    return morphz.open(db_path, create=create, progress=progress)
+
+
 @contextmanager
 def open_context(db_path: str, context_id: str) -> Iterator[morphz.Context]:
-    with morphz.open(db_path, create=False) as db:
+    with open_store(db_path) as db:
         yield db.context(context_id)
 
 
@@ -176,7 +211,7 @@ def context_group() -> None:
 @format_option
 def create_command(*, context_id: str, window: int | None, db_path: str, fmt: str) -> None:
     """Create context CTX (default: context-default)."""
-    with morphz.open(db_path) as db:
+    with open_store(db_path, create=True) as db:
         status = db.create_context(context_id, window=window).status(local_time=local_now())
     emit(
         fmt, status.to_dict(), lambda: f"created context {status.context}\n" + render.status(status)
@@ -188,7 +223,7 @@ def create_command(*, context_id: str, window: int | None, db_path: str, fmt: st
 @format_option
 def list_command(*, db_path: str, fmt: str) -> None:
     """List the contexts of the store."""
-    with morphz.open(db_path, create=False) as db:
+    with open_store(db_path) as db:
         now = local_now()
         statuses = [db.context(name).status(local_time=now) for name in db.contexts()]
     emit(fmt, [s.to_dict() for s in statuses], lambda: render.contexts(statuses))
@@ -302,22 +337,10 @@ def audit_command(*, context_id: str, db_path: str, fmt: str) -> None:
     Every event is replayed from genesis through the same pure functions as the live commit;
     exit status 1 when the replay differs from the stored projection."""
     with open_context(db_path, context_id) as ctx:
-        report = ctx.audit(progress=_audit_progress())
+        report = ctx.audit(progress=terminal_progress("audit", "events replayed"))
     emit(fmt, report.to_dict(), lambda: render.audit(report))
     if not report.ok:
         fail()
-
-
-def _audit_progress() -> Callable[[int, int], None] | None:
-    """Progress on stderr when it is a terminal; nothing otherwise."""
-    if not sys.stderr.isatty():
-        return None
-
-    def show(done: int, total: int) -> None:
-        end = "\n" if done >= total else ""
-        click.echo(f"\raudit: {done:,}/{total:,} events replayed", err=True, nl=bool(end))
-
-    return show
 
 
 @context_group.command("events")

@@ -25,7 +25,15 @@ from morphz.capacity import Budget, budget_over
 from morphz.checks import check_id
 from morphz.ids import ref_seq
 from morphz.interfaces import render
-from morphz.interfaces.cli import db_option, emit, format_option, main, out, report_error
+from morphz.interfaces.cli import (
+    db_option,
+    emit,
+    format_option,
+    main,
+    open_store,
+    out,
+    report_error,
+)
 from morphz.runtime.agent_tools import agent_tools
 from morphz.runtime.config import Settings, config_paths, load, make_model, read_profile
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
@@ -244,7 +252,7 @@ def exec_command(
     check_id(session, "session id")
     agent = prepare(db_path, model_spec, workspace, interactive=False, profile_path=profile_path)
     agent.check_new_store(db_path)
-    with morphz.open(db_path) as db:
+    with open_store(db_path, create=True) as db:
         ctx = agent.open_context(db, context_id)
         engine = agent.engine(ctx)
         result = asyncio.run(_closing(engine.model, engine.run(prompt, session=session)))
@@ -316,7 +324,7 @@ def chat_command(
     agent.check_new_store(db_path)
     _lenient_stdio()
     # one event loop for the whole chat: the model's client keeps its connections in it
-    with morphz.open(db_path) as db, asyncio.Runner() as runner:
+    with open_store(db_path, create=True) as db, asyncio.Runner() as runner:
         engine = agent.engine(agent.open_context(db, context_id))
         out(
             f"morphz chat: context {context_id}, session {session}, model "

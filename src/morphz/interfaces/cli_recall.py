@@ -10,7 +10,6 @@ nothing in the store. Reference: docs/cli.md.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from typing import IO, cast
 
@@ -28,6 +27,7 @@ from morphz.interfaces.cli import (
     format_option,
     open_context,
     session_option,
+    terminal_progress,
 )
 from morphz.recall.read import DEFAULT_READ_CHARS
 from morphz.recall.search import KIND_GROUPS, LIFECYCLES
@@ -54,27 +54,6 @@ def _context_and(args: tuple[str, ...], name: str, *, required: bool) -> tuple[s
     if required:
         raise click.UsageError(f"missing argument {name}")
     return DEFAULT_CONTEXT, None
-
-
-def stderr_is_terminal() -> bool:
-    return sys.stderr.isatty()
-
-
-def terminal_progress(label: str, unit: str) -> ProgressFn | None:
-    """A ``progress(done, total)`` that redraws one line on stderr, when stderr is a terminal;
-    None otherwise (so pipes, files and JSON consumers see no progress)."""
-    if not stderr_is_terminal():
-        return None
-    finished = False
-
-    def show(done: int, total: int) -> None:
-        nonlocal finished
-        if finished:  # the library may report the end more than once
-            return
-        finished = done >= total
-        click.echo(f"\r{label}: {done:,}/{total:,} {unit}", err=True, nl=finished)
-
-    return show
 
 
 class Utf8Lines:
