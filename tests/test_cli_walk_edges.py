@@ -65,11 +65,12 @@ def test_unknown_activation_hint_names_a_command_that_lists_activations(env: Pat
 def test_cli_md_does_not_deny_the_audit_progress_display(monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/cli.md, morphz context audit: "No progress display yet (the library's audit has no
     progress hook)". Both halves are stale: Context.audit takes progress=, and the command
-    shows `audit: N/M events replayed` on stderr when it is a terminal (_audit_progress)."""
+    shows `audit: N/M events replayed` on stderr when it is a terminal (terminal_progress)."""
     from morphz.interfaces import cli
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
-    assert cli._audit_progress() is not None  # the command does show progress on a terminal
+    shown = cli.terminal_progress("audit", "events replayed")
+    assert shown is not None  # the command does show progress on a terminal
     assert "No progress display yet" not in DOCS.read_text(encoding="utf-8")
 
 

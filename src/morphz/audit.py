@@ -20,6 +20,7 @@ from morphz.mind import (
 )
 from morphz.mind.lifecycle import view_tokens
 from morphz.mind.state import ObsState
+from morphz.recall.documents import event_text, time_us
 from morphz.results import AuditReport
 from morphz.store.base import ReadTxn, Store
 from morphz.txlang import read_tx
@@ -38,6 +39,7 @@ class _Report:
         self.activations: dict[str, tuple[str, int | None, str, int, int | None, Any]] = {}
         # session id -> (first seq, last seq, recorded time of the last), from the log
         self.session_events: dict[str, tuple[int, int, str]] = {}
+        self.documents = 0  # the events the recall index holds a document of
 
     def add(self, message: str) -> None:
         diffs = self.report.differences
@@ -115,6 +117,8 @@ def _note_order(state: MindState, event: ev.Event, out: _Report) -> None:
         out.add(f"{event.ref}: follows @e{state.last_seq}: events are missing from the log")
     state.note_event(event.seq)
     out.note_session(event)
+    if event_text(event.kind, event.text, event.payload) is not None:
+        out.documents += 1
 
 
 def _note_activation(event: ev.Event, out: _Report) -> None:
@@ -209,6 +213,8 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
         out.add(f"boundary versions: replay has {len(state.boundary_versions)}, store has {seen}")
     _compare_activations(r, out)
     _compare_sessions(state, r, out)
+    _compare_event_times(r, out)
+    _compare_recall(r, out)
 
 
 def _compare_sessions(state: MindState, r: ReadTxn, out: _Report) -> None:
@@ -230,6 +236,31 @@ def _compare_sessions(state: MindState, r: ReadTxn, out: _Report) -> None:
         if logged is not None and logged != kept:
             out.add(f"session {row.session_id} (created, last, last time): "
                     f"log {logged}, stored {kept}")  # fmt: skip
+
+
+def _compare_event_times(r: ReadTxn, out: _Report) -> None:
+    """Each event's UTC microseconds (what time-range searches filter and order on) are its
+    time's."""
+    for seq, time, stored in r.event_times():
+        try:
+            exact: int | None = time_us(time)
+        except (ValueError, OverflowError):
+            exact = None
+        if stored != exact:
+            out.add(f"@e{seq}: time_us {stored} stored, {exact} for its time {time!r}")
+
+
+def _compare_recall(r: ReadTxn, out: _Report) -> None:
+    """A recall index that is current holds a document of each event that has searchable
+    text (one that is stale says so itself, and is rebuilt)."""
+    stats = r.recall.stats()
+    if stats is None or stats.indexed_seq != r.row.last_seq:
+        return
+    if stats.event_docs != out.documents:
+        out.add(
+            f"recall index: {stats.event_docs} event documents, the log has {out.documents} "
+            "events to index: run `morphz context recall-index rebuild`"
+        )
 
 
 def _next_event(events: Iterator[ev.Event], state: MindState, out: _Report) -> ev.Event | None:

@@ -521,10 +521,12 @@ class Context:
         session: str = DEFAULT_SESSION,
         budget: Budget | None = None,
         budget_keys: Mapping[str, int] | None = None,
+        calibration: Calibration | None = None,
     ) -> Receipt:
         """Commit a context transaction atomically, or raise a typed TxError (state untouched).
         ``budget`` (else the stored one) with ``budget_keys`` over it is what the `budget`
-        refusal measures against: a runtime passes the budget it measures requests with."""
+        refusal measures against, and ``calibration`` how it counts: a runtime passes the budget
+        and calibration it measures requests with."""
         if not isinstance(text, str):
             raise InputError("a context transaction is text: (context-tx (base-version N) OP...)")
         check_id(session, "session id")
@@ -580,7 +582,7 @@ class Context:
             w.append_event(event)
             grown = w.write_changes(changes, version, seq)
             if grown > 0:
-                _check_room(w, budget, budget_keys or {})
+                _check_room(w, budget, budget_keys or {}, calibration)
             maintain.index_events(w, [event])
             maintain.index_frames(w, list(reindex), recorded)
             w.set_row(
@@ -633,17 +635,21 @@ class Context:
         return event
 
 
-def _check_room(w: WriteTxn, budget: Budget | None, keys: Mapping[str, int]) -> None:
+def _check_room(
+    w: WriteTxn, budget: Budget | None, keys: Mapping[str, int], calibration: Calibration | None
+) -> None:
     """Refuse (BudgetError, nothing written) a transaction that grew the frames in view when,
-    with the protocol, they pass the critical level: maintenance batches leave observations out,
-    never the mind, so from there no request could be served. A transaction that does not grow
-    the frames (retiring, shortening, superseding) always commits."""
+    with the protocol, they pass the critical level (counted with ``calibration``, as the
+    runtime counts its requests): maintenance batches leave observations out, never the mind,
+    so from there no request could be served. A transaction that does not grow the frames
+    (retiring, shortening, superseding) always commits."""
     from morphz.encoding.protocol import PROTOCOL_TOKENS
+    from morphz.encoding.tokens import figure
 
     frames, stored = w.active.frames_and_budget()
     base = budget or Budget.stored(stored)
     limits = budget_over(base, keys)
-    needed = frames + PROTOCOL_TOKENS
+    needed = figure(frames + PROTOCOL_TOKENS, calibration).tokens
     if needed > limits.critical:
         raise BudgetError(
             f"this transaction would leave frames of about {needed} tokens in view (with the "

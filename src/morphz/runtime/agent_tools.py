@@ -73,6 +73,7 @@ async def _context_tx(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
             session=tc.session,
             budget=tc.budget,
             budget_keys=tc.budget_keys,
+            calibration=tc.calibration,
         )
     except MorphzError as exc:
         return ToolOutcome(json.dumps({"ok": False, "error": exc.to_dict()}), error=True)

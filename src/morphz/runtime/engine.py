@@ -255,6 +255,7 @@ class _Run:
             engine.config.protected_paths,
             engine.config.budget,
             engine.config.budget_keys,
+            engine.calibration,
         )
 
     # -- the loop
@@ -429,7 +430,7 @@ class _Run:
             floor = select_batch([], minimum.tokens, hard, set())  # the minimum, as compiled
             if floor.fits:
                 return must, minimum
-            reason = floor.reason
+            reason = floor.reason + _mind_share(minimum)
         refused = f" (the provider refused larger: {self._refusal})" if self.ceiling else ""
         self._pending_failure = reason + refused
         return None
@@ -588,6 +589,18 @@ class _Run:
             return None
         payload = self.e.ctx.event(found[0].finished_seq).payload or {}
         return found[0].state, payload.get("reason")
+
+
+def _mind_share(minimum: Encoding) -> str:
+    """What to say when the frames in view take most of a minimum that does not fit: then
+    only shorter frames (or a larger budget) can help."""
+    mind = next((r.tokens for r in minimum.regions if r.name == "mind"), 0)
+    if mind * 2 < minimum.tokens:
+        return ""
+    return (
+        f". The frames in view (the mind) take about {mind} of those tokens: retire, supersede "
+        "or revise frames shorter (`morphz context tx`), or raise the budget"
+    )
 
 
 async def _despite_cancellation(start: asyncio.Future[str]) -> str:

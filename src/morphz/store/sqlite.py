@@ -30,6 +30,7 @@ from morphz.errors import (
 )
 from morphz.mind.lifecycle import view_tokens
 from morphz.mind.state import GENESIS_HEAD
+from morphz.recall.documents import time_us
 from morphz.store.base import ContextRow
 from morphz.store.sqlite_recall import SqliteRecall
 from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
@@ -93,8 +94,23 @@ def _count_frame_tokens(conn: sqlite3.Connection) -> None:
     conn.executemany("INSERT INTO frame_tokens (context_id, n) VALUES (?, ?)", totals.items())
 
 
+def _exact_event_times(conn: sqlite3.Connection) -> None:
+    """Migration 0011: time_us again for the event times SQLite could not read (an offset
+    with seconds has four colons in all)."""
+    rows = conn.execute(
+        "SELECT context_id, seq, time FROM events WHERE time_us IS NULL OR time GLOB '*:*:*:*:*'"
+    ).fetchall()
+    conn.executemany(
+        "UPDATE events SET time_us = ? WHERE context_id = ? AND seq = ?",
+        [(time_us(time), context_id, seq) for context_id, seq, time in rows],
+    )
+
+
 # Python steps of a migration, run right after its SQL in the same transaction
-_AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {9: _count_frame_tokens}
+_AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
+    9: _count_frame_tokens,
+    11: _exact_event_times,
+}
 
 
 class _Reader:
@@ -348,7 +364,14 @@ class SqliteStore:
         if self._closed:
             raise StoreError("the store is closed")
         with self._write_lock:
+            if getattr(self._local, "writing", False):  # the lock is re-entrant: same thread
+                raise StoreError(
+                    "a write is already open on this thread: a callback run inside a write "
+                    "(such as import_history's progress) must not write to the store; write "
+                    "after it returns"
+                )
             conn = self._writer
+            self._local.writing = True
             try:
                 self._begin(conn)  # inside the try: an interrupt as the lock is granted
                 yield conn
@@ -361,6 +384,8 @@ class SqliteStore:
                 if isinstance(exc, UnicodeEncodeError):
                     raise not_unicode(exc, "text given to the store") from exc
                 raise
+            finally:
+                self._local.writing = False
 
     @contextmanager
     def write(self, context_id: str) -> Iterator[SqliteWrite]:
@@ -373,11 +398,13 @@ class SqliteStore:
             raise StoreError("the store is closed")
         try:
             conn = self._reader()
-            conn.execute("BEGIN")
+            nested = conn.in_transaction  # a read inside a read (a callback): same snapshot
+            if not nested:
+                conn.execute("BEGIN")
             try:
                 yield SqliteRead(conn, self._row(conn, context_id))
             finally:
-                if conn.in_transaction:
+                if conn.in_transaction and not nested:
                     conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):

@@ -240,6 +240,14 @@ class SqliteRead:
                 return
             yield from map(_event, rows)
 
+    def event_times(self) -> Iterator[tuple[int, str, int | None]]:
+        """Every event's (seq, time, time_us): the audit checks the derived microseconds."""
+        cursor = self.conn.execute(
+            "SELECT seq, time, time_us FROM events WHERE context_id = ? ORDER BY seq", (self.cid,)
+        )
+        while rows := cursor.fetchmany(1000):
+            yield from rows
+
     def event(self, seq: int) -> Event | None:
         row = self.conn.execute(
             f"SELECT {_EVENT_COLS} FROM events WHERE context_id = ? AND seq = ?", (self.cid, seq)

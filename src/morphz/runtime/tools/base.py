@@ -24,6 +24,7 @@ from morphz.txlang.sexpr import unicode_problem
 if TYPE_CHECKING:
     from morphz.capacity import Budget
     from morphz.contextdb import Context
+    from morphz.encoding.tokens import Calibration
 
 Policy = Literal["allow", "ask", "deny"]
 POLICIES: tuple[Policy, ...] = ("allow", "ask", "deny")
@@ -48,6 +49,7 @@ class ToolContext:
     # over it: what context_tx's `budget` refusal measures against too
     budget: Budget | None = None
     budget_keys: Mapping[str, int] = field(default_factory=dict)
+    calibration: Calibration | None = None  # ... and how it counts them
     # the activation's work still running in threads (see in_thread)
     pending: set[asyncio.Future[Any]] = field(default_factory=set)
 
