@@ -57,8 +57,13 @@ class CacheLayout:
         if len(text) != self.size:
             raise ValueError(f"the layout is for {self.size} characters, not {len(text)}")
 
+        table, done, at = {0: 0}, 0, 0  # character offset -> byte offset, in one pass
+        for offset in sorted({*self.cuts, *self.marks, *self.turns}):
+            done += len(text[at:offset].encode())
+            table[offset], at = done, offset
+
         def in_bytes(offsets: tuple[int, ...]) -> list[int]:
-            return [len(text[:o].encode()) for o in offsets]
+            return [table[o] for o in offsets]
 
         return {
             "cuts": in_bytes(self.cuts),

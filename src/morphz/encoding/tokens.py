@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from morphz.errors import InputError
+
 EstimateKind = Literal["estimated", "calibrated", "exact"]
 
 
@@ -59,6 +61,22 @@ class Calibration:
     factor: float = 1.0
     samples: int = 0
     alpha: float = 0.3
+
+    def __post_init__(self) -> None:
+        low, high = RATIO_BOUNDS
+        if isinstance(self.factor, bool) or not isinstance(self.factor, int | float):
+            raise InputError(f"a calibration factor is a number, not {self.factor!r}")
+        if not low <= self.factor <= high:  # NaN fails this too
+            raise InputError(
+                f"a calibration factor is between {low} and {high} (reported tokens per "
+                f"estimated one), not {self.factor!r}"
+            )
+        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 0:
+            raise InputError(f"calibration samples are a count, not {self.samples!r}")
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, int | float):
+            raise InputError(f"a calibration's alpha is a number, not {self.alpha!r}")
+        if not 0 < self.alpha <= 1:
+            raise InputError(f"a calibration's alpha is above 0 and at most 1, not {self.alpha!r}")
 
     def update(self, estimated: int, reported: int) -> None:
         if estimated <= 0 or reported <= 0:
