@@ -187,7 +187,7 @@ def test_tx_stdin_json(ready: Cli) -> None:
             "rollback",
             1,
         ),
-        ('(context-tx (base-version 0) (reason "r") (retire notes/plan))', "conflict", None, None),
+        ('(context-tx (base-version 0) (reason "r") (retire notes/plan))', "conflict", "retire", 1),
         ("(context-tx (base-version 9) (create x (a)))", "validation", None, None),
     ],
 )

@@ -9,6 +9,7 @@ transaction per logical step, through the pure mind layer.
 
 from __future__ import annotations
 
+import functools
 import time as time_module
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -541,7 +542,7 @@ class Context:
                 else {}
             )
             rebased = decide_rebase(tx, row.version, row.barrier, changed)
-            env = Env(session, w.session_busy, w.causally_protected)
+            env = Env(session, w.session_busy, w.causally_protected, _threshold(w))
             changes = apply_tx(w, tx, env)
             ensure_session(w, changes, session)
             version, seq = row.version + 1, row.last_seq + 1
@@ -633,6 +634,17 @@ class Context:
             maintain.index_events(w, [event])
             w.touch_session(session, seq, recorded)
         return event
+
+
+def _threshold(w: WriteTxn) -> Callable[[], int]:
+    """The context's preview threshold, read once if a receipt needs it."""
+    from morphz.encoding.view import stored_view
+
+    @functools.cache
+    def read() -> int:
+        return stored_view(w.active.settings()).preview_threshold
+
+    return read
 
 
 def _check_room(

@@ -6,14 +6,15 @@ import unicodedata
 from collections.abc import Sequence
 
 from morphz.ids import make_ref
-from morphz.mind.lifecycle import remaining_ticks
+from morphz.mind.lifecycle import (
+    DEFAULT_PREVIEW_THRESHOLD,
+    HEAD_CHARS,
+    TAIL_CHARS,
+    remaining_ticks,
+)
 from morphz.mind.state import Edge, Frame
 from morphz.store.active_base import ActiveObservation
 from morphz.txlang.sexpr import quote
-
-DEFAULT_PREVIEW_THRESHOLD = 16_000
-HEAD_CHARS = 2_000
-TAIL_CHARS = 1_000
 
 
 def observation(obs: ActiveObservation, threshold: int = DEFAULT_PREVIEW_THRESHOLD) -> str:

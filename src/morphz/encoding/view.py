@@ -12,8 +12,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from morphz.checks import check_whole
-from morphz.encoding.render import DEFAULT_PREVIEW_THRESHOLD
 from morphz.errors import InputError
+from morphz.mind.lifecycle import DEFAULT_PREVIEW_THRESHOLD
 
 MAX_SESSION_HOURS = 876_000  # 100 years: a window reaching past year 1 cannot be computed
 

@@ -16,7 +16,13 @@ from dataclasses import dataclass, replace
 from morphz.errors import NotFoundError, ProtectedError, TxError, ValidationError
 from morphz.ids import ref_seq
 from morphz.mind.conflicts import edge_key
-from morphz.mind.lifecycle import frame_tokens, obs_tokens, remaining_ticks, view_tokens
+from morphz.mind.lifecycle import (
+    DEFAULT_PREVIEW_THRESHOLD,
+    frame_tokens,
+    obs_tokens,
+    remaining_ticks,
+    view_tokens,
+)
 from morphz.mind.state import (
     Changes,
     Edge,
@@ -42,12 +48,15 @@ class Env:
 
     ``session``: the session committing (may not retire itself). ``session_busy``: whether a
     session has running work. ``causally_protected``: whether an observation is the undelivered
-    root request of a running activation.
+    root request of a running activation. ``preview_threshold``: the characters above which the
+    inbox shows an observation as a preview.
     """
 
     session: str = "default"
     session_busy: Callable[[str], bool] = _never
     causally_protected: Callable[[int], bool] = _never
+    # the context's preview threshold (receipts count a long observation as its preview)
+    preview_threshold: Callable[[], int] = lambda: DEFAULT_PREVIEW_THRESHOLD
 
 
 REPLAY_ENV = Env(session="")
@@ -205,7 +214,7 @@ def _retire_obs(a: _Apply, ref: str) -> None:
     if obs.lifecycle == "retired":
         raise a.fail(ValidationError, f"{ref} is already retired; nothing to retire", target=ref)
     a.put_obs(obs.with_life("retired", obs.protected))
-    a.effect(ref, "retired", immediate=obs_tokens(obs))
+    a.effect(ref, "retired", immediate=obs_tokens(obs, a.env.preview_threshold()))
 
 
 def _retire_frame(a: _Apply, fid: str) -> None:
@@ -213,7 +222,9 @@ def _retire_frame(a: _Apply, fid: str) -> None:
     if frame.protected:
         raise a.fail(ProtectedError, f"frame '{fid}' is protected: unprotect it first", target=fid)
     if frame.lifecycle == "retired":
-        raise a.fail(ValidationError, f"frame '{fid}' is already retired", target=fid)
+        raise a.fail(
+            ValidationError, f"frame '{fid}' is already retired: drop this operation", target=fid
+        )
     a.retired_frames.append(fid)
     if frame.lifecycle == "retiring":
         left = remaining_ticks(frame, a.view.clock)
@@ -234,13 +245,21 @@ def _restore(a: _Apply, op: o.Restore) -> None:
         if target.startswith("@"):
             obs = a.need_obs(target)
             if obs.lifecycle == "active":
-                raise a.fail(ValidationError, f"{target} is already active", target=target)
+                raise a.fail(
+                    ValidationError,
+                    f"{target} is already active: drop this operation",
+                    target=target,
+                )
             a.put_obs(obs.with_life("active", obs.protected))
-            a.effect(target, "restored", immediate=-obs_tokens(obs))
+            a.effect(target, "restored", immediate=-obs_tokens(obs, a.env.preview_threshold()))
             continue
         frame = a.need_frame(target)
         if frame.lifecycle == "active":
-            raise a.fail(ValidationError, f"frame '{target}' is already active", target=target)
+            raise a.fail(
+                ValidationError,
+                f"frame '{target}' is already active: drop this operation",
+                target=target,
+            )
         a.put_frame(frame.with_life("active", None, None), False, True)
         if frame.lifecycle == "retired":
             a.effect(target, "restored", immediate=-frame_tokens(frame))
@@ -253,7 +272,11 @@ def _protect(a: _Apply, op: o.Protect) -> None:
         if target.startswith("@"):
             obs = a.need_obs(target)
             if obs.protected:
-                raise a.fail(ValidationError, f"{target} is already protected", target=target)
+                raise a.fail(
+                    ValidationError,
+                    f"{target} is already protected: drop this operation",
+                    target=target,
+                )
             if obs.lifecycle == "retired":
                 raise a.fail(
                     ValidationError, f"{target} is retired: restore it first", target=target
@@ -263,7 +286,11 @@ def _protect(a: _Apply, op: o.Protect) -> None:
             continue
         frame = a.need_frame(target)
         if frame.protected:
-            raise a.fail(ValidationError, f"frame '{target}' is already protected", target=target)
+            raise a.fail(
+                ValidationError,
+                f"frame '{target}' is already protected: drop this operation",
+                target=target,
+            )
         if frame.lifecycle == "retired":
             raise a.fail(
                 ValidationError, f"frame '{target}' is retired: restore it first", target=target
@@ -282,12 +309,20 @@ def _unprotect(a: _Apply, op: o.Unprotect) -> None:
         if target.startswith("@"):
             obs = a.need_obs(target)
             if not obs.protected:
-                raise a.fail(ValidationError, f"{target} is not protected", target=target)
+                raise a.fail(
+                    ValidationError,
+                    f"{target} is not protected: drop this operation",
+                    target=target,
+                )
             a.put_obs(obs.with_life(obs.lifecycle, False))
         else:
             frame = a.need_frame(target)
             if not frame.protected:
-                raise a.fail(ValidationError, f"frame '{target}' is not protected", target=target)
+                raise a.fail(
+                    ValidationError,
+                    f"frame '{target}' is not protected: drop this operation",
+                    target=target,
+                )
             a.put_frame(replace(frame, protected=False), False, True)
         a.effect(target, "unprotected")
 
@@ -300,7 +335,9 @@ def _relate(a: _Apply, op: o.Relate) -> None:
     a.need_frame(op.object)
     edge: Edge = (op.subject, op.relation, op.object)
     if a.view.has_edge(edge):
-        raise a.fail(ValidationError, f"edge ({' '.join(edge)}) already exists")
+        raise a.fail(
+            ValidationError, f"edge ({' '.join(edge)}) already exists: drop this operation"
+        )
     a.changes.edges[edge] = True
     a.changes.written.add(edge_key(*edge))
     a.effect(" ".join(edge), "related", immediate=-2)
@@ -309,7 +346,10 @@ def _relate(a: _Apply, op: o.Relate) -> None:
 def _unrelate(a: _Apply, op: o.Unrelate) -> None:
     edge: Edge = (op.subject, op.relation, op.object)
     if not a.view.has_edge(edge):
-        raise a.fail(NotFoundError, f"edge ({' '.join(edge)}) does not exist")
+        raise a.fail(
+            NotFoundError,
+            f"edge ({' '.join(edge)}) does not exist: check the relations in the mind region",
+        )
     a.changes.edges[edge] = False
     a.changes.written.add(edge_key(*edge))
     a.effect(" ".join(edge), "unrelated", immediate=2)
@@ -379,7 +419,10 @@ def _checkpoint(a: _Apply, op: o.Checkpoint) -> None:
 def _rollback(a: _Apply, op: o.Rollback) -> None:
     snap = a.view.checkpoint(op.checkpoint)
     if snap is None:
-        raise a.fail(NotFoundError, f"checkpoint '{op.checkpoint}' does not exist")
+        raise a.fail(
+            NotFoundError,
+            f"checkpoint '{op.checkpoint}' does not exist: the mind region lists the checkpoints",
+        )
     clock = a.view.clock
     target = {f.id: _finalized_if_due(f, clock) for f in snap.frames}
     freed = pending = 0  # the token effect: frames in view, and retirements pending
@@ -427,7 +470,11 @@ def _finalized_if_due(frame: Frame, clock: int) -> Frame:
 def _drop_checkpoint(a: _Apply, op: o.DropCheckpoint) -> None:
     for name in op.checkpoints:
         if not a.view.has_checkpoint(name):
-            raise a.fail(NotFoundError, f"checkpoint '{name}' does not exist", target=name)
+            raise a.fail(
+                NotFoundError,
+                f"checkpoint '{name}' does not exist: the mind region lists the checkpoints",
+                target=name,
+            )
         a.changes.checkpoints[name] = None
         a.changes.written.add(f"checkpoint:{name}")
         a.effect(name, "dropped")
@@ -444,7 +491,12 @@ def _retire_session(a: _Apply, op: o.RetireSession) -> None:
     for sid in op.sessions:
         state = _need_session(a, sid)
         if sid == a.env.session:
-            raise a.fail(ValidationError, f"session '{sid}' is the current session", target=sid)
+            raise a.fail(
+                ValidationError,
+                f"session '{sid}' is the current session, which cannot retire itself: retire "
+                "it from another session",
+                target=sid,
+            )
         if a.env.session_busy(sid):
             raise a.fail(
                 ValidationError,
@@ -452,7 +504,11 @@ def _retire_session(a: _Apply, op: o.RetireSession) -> None:
                 target=sid,
             )
         if state.attention == "retired":
-            raise a.fail(ValidationError, f"session '{sid}' is already retired", target=sid)
+            raise a.fail(
+                ValidationError,
+                f"session '{sid}' is already retired: drop this operation",
+                target=sid,
+            )
         a.changes.sessions[sid] = replace(state, attention="retired")
         a.changes.written.add(f"session:{sid}")
         a.effect(sid, "session retired")
@@ -462,7 +518,11 @@ def _restore_session(a: _Apply, op: o.RestoreSession) -> None:
     for sid in op.sessions:
         state = _need_session(a, sid)
         if state.attention == "active":
-            raise a.fail(ValidationError, f"session '{sid}' is already active", target=sid)
+            raise a.fail(
+                ValidationError,
+                f"session '{sid}' is already active: drop this operation",
+                target=sid,
+            )
         a.changes.sessions[sid] = replace(state, attention="active")
         a.changes.written.add(f"session:{sid}")
         a.effect(sid, "session restored")
@@ -495,7 +555,10 @@ def _fast_path(a: _Apply) -> None:
                 for eff in reversed(a.changes.effects):
                     if eff.target == old_id and eff.op == "retire":
                         eff.change = f"retired at once: superseded by {new_id}"
-                        eff.immediate, eff.eventual = frame_tokens(old), 0
+                        # freed now; the relief pending for it (this retire's own, or an
+                        # earlier tx's when it was retiring already) is taken back
+                        tokens = frame_tokens(old)
+                        eff.immediate, eff.eventual = tokens, eff.eventual - tokens
                         break
                 break
 

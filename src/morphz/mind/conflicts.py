@@ -94,9 +94,21 @@ def decide_rebase(
         names = ["mind (rolled back)", *names]
     if names:
         shown = ", ".join(names[:20]) + (" ..." if len(names) > 20 else "")
+        # the first operation that reads or writes what changed (after a rollback: the first)
+        index = next(
+            (i for i, op in enumerate(tx.ops) if set(op_boundaries(op)) & changed.keys()), 0
+        )
+        first = tx.ops[index] if tx.ops else None
+        where: tuple[int | None, int | None] = (None, None)
+        if first is not None:
+            where = line_col(tx.source, first.pos)
         raise ConflictError(
             f"changed since base-version {base} (now {current_version}): {shown}; re-read "
             "these, merge your change with theirs and resubmit",
+            op=None if first is None else first.name,
+            op_index=None if first is None else index,
+            line=where[0],
+            column=where[1],
             details={"current_version": current_version, "changed_boundaries": names},
         )
     return True

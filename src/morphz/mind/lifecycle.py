@@ -51,8 +51,25 @@ def view_tokens(frame: Frame | None) -> int:
     return 0 if frame is None or frame.lifecycle == "retired" else frame_tokens(frame)
 
 
-def obs_tokens(obs: ObsState) -> int:
-    return estimate_tokens(obs.chars + 24)
+# An observation longer than the preview threshold is shown as its first HEAD_CHARS and last
+# TAIL_CHARS characters (at most half and a quarter of the threshold) and a marker
+DEFAULT_PREVIEW_THRESHOLD = 16_000
+HEAD_CHARS = 2_000
+TAIL_CHARS = 1_000
+PREVIEW_MARKER_CHARS = 160  # the preview's framing and its "read @eN with recall" note
+
+
+def shown_chars(chars: int, threshold: int = DEFAULT_PREVIEW_THRESHOLD) -> int:
+    """About how many characters of an observation of ``chars`` the inbox shows."""
+    if chars <= threshold:
+        return chars
+    return min(HEAD_CHARS, threshold // 2) + min(TAIL_CHARS, threshold // 4) + PREVIEW_MARKER_CHARS
+
+
+def obs_tokens(obs: ObsState, threshold: int = DEFAULT_PREVIEW_THRESHOLD) -> int:
+    """What ``obs`` counts in the inbox: its text, or its preview when longer than
+    ``threshold`` (receipts state what retiring or restoring it changes in a request)."""
+    return estimate_tokens(shown_chars(obs.chars, threshold) + 24)
 
 
 def remaining_ticks(frame: Frame, clock: int) -> int | None:

@@ -327,7 +327,12 @@ def parse_tx(text: str) -> o.Tx:
     Raises only :class:`ParseError`. Use :func:`morphz.txlang.read_tx` to also check the rules
     of :mod:`morphz.txlang.validate`.
     """
-    problem = unicode_problem(text) if isinstance(text, str) else None
+    if not isinstance(text, str):
+        raise ParseError(
+            f"a context transaction is text, not {type(text).__name__}: "
+            "(context-tx (base-version N) OP...) as a str (decode bytes as UTF-8 first)"
+        )
+    problem = unicode_problem(text)
     if problem is not None:
         raise _Ctx(text).error(problem[0], problem[1])
     tx = _parse_canonical(text)

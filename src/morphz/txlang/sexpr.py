@@ -82,10 +82,12 @@ class SList:
 
 SExpr = Atom | Str | SList
 
-# One token per match, in order: "(", ")", a string literal, an atom, a comment, or a lone '"'
-# (a string that is never closed). Every character that is not whitespace starts exactly one of
-# them and none starts with whitespace, so only whitespace lies between two tokens.
-_TOKEN = re.compile(r'[()]|"[^"\\]*(?:\\.[^"\\]*)*"|[^\s()";]+|;[^\n]*|"', re.DOTALL)
+# One token per match, in order: "(", ")", a string literal (one never closed runs to the end of
+# the text, so no quote is scanned twice), an atom or a comment. Every character that is not
+# whitespace starts exactly one of them and none starts with whitespace, so only whitespace lies
+# between two tokens.
+_TOKEN = re.compile(r'[()]|"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)|[^\s()";]+|;[^\n]*', re.DOTALL)
+_CLOSED = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)  # a string token that ends
 MAX_DEPTH = 200  # deeper nesting is refused: printers and walkers recurse
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
@@ -140,6 +142,8 @@ def _split(text: str) -> list[str] | None:
 
 def read(text: str) -> list[SExpr]:
     """Read every top-level S-expression in ``text``. Raises :class:`ParseError`."""
+    if not isinstance(text, str):
+        raise ParseError(f"S-expressions are read from text, not {type(text).__name__}")
     tokens = _split(text)
     return _nodes(text, _TOKEN.findall(text) if tokens is None else tokens, 0)
 
@@ -167,7 +171,7 @@ def _nodes(text: str, tokens: list[str], end: int) -> list[SExpr]:
             current = parents.pop()
             current.append(node)
         elif token[0] == '"':
-            if len(token) == 1:
+            if len(token) == 1 or not _CLOSED.fullmatch(token):
                 raise _error(text, pos, 'unterminated string: add the closing "')
             raw = token[1:-1]
             current.append(Str(_unescape(text, raw, pos + 1) if "\\" in raw else raw, pos))
