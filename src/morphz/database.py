@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from morphz.checks import check_id, check_window, utc_now
 from morphz.contextdb import DEFAULT_CONTEXT, Context
-from morphz.errors import ContextExistsError, StoreError
+from morphz.errors import ContextExistsError, InputError, StoreError
 from morphz.mind import DEFAULT_WINDOW
 from morphz.store.base import Store
 from morphz.store.sqlite import SqliteStore
@@ -74,6 +75,10 @@ def open(
     nothing committed) or FULL (power loss neither). A store from an older release may need its
     recall indexes rebuilt as it opens (once, before it is returned): ``progress(context, done,
     total)`` reports each rebuild's events."""
+    if not isinstance(target, str | os.PathLike):
+        raise InputError(
+            f"a store is a file path, not {target!r}: pass a path such as ~/.morphz/morphz.db"
+        )
     text = str(target)
     if text.startswith(("postgresql://", "postgres://")):
         raise StoreError(

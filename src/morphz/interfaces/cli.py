@@ -24,6 +24,7 @@ from morphz import demo as demo_module
 from morphz.interfaces import render
 from morphz.owners import owner_alive
 from morphz.store.base import ActivationRow
+from morphz.txlang.sexpr import unicode_problem
 
 DB_ENV = "MORPHZ_DB"
 DEFAULT_DB = "~/.morphz/morphz.db"
@@ -54,7 +55,10 @@ def report_error(exc: morphz.MorphzError, fmt: str) -> None:
 def _json(data: Any) -> str:
     """JSON as the terminal can take it: UTF-8 text as it is, \\u escapes (still the same
     JSON) when standard output has another encoding (a Latin-1 locale)."""
-    return json.dumps(data, indent=2, ensure_ascii=not _utf8_out())
+    text = json.dumps(data, indent=2, ensure_ascii=not _utf8_out())
+    if unicode_problem(text) is not None:  # a lone surrogate (an argument not in UTF-8)
+        text = json.dumps(data, indent=2, ensure_ascii=True)  # \udcff: still valid JSON
+    return text
 
 
 def _out_encoding() -> str:

@@ -215,7 +215,12 @@ class _Page:
             next_cursor = self._cursor({"seen": cursors.pack_ids(ids), "m": match})
         scores = {rowid: -score for rowid, score in page}
         hits = _hydrate(self.r, [rowid for rowid, _ in page], scores)
-        return SearchPage(tuple(hits), next_cursor, "relevance", tuple(words))
+        return SearchPage(tuple(hits), next_cursor, "relevance", tuple(self._found(words)))
+
+    def _found(self, words: list[str]) -> list[str]:
+        """The query words some document of the index holds (the others matched nothing)."""
+        df = self.r.recall.doc_frequency
+        return [w for w in words if any(df(quote_term(t), 1) for t in query_terms(w))]
 
     def chronological(self) -> SearchPage:
         after = (self.state["t"], self.state["i"]) if self.state else None

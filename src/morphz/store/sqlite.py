@@ -158,13 +158,21 @@ class SqliteStore:
                 f"no store at {self.path}: check --db / MORPHZ_DB, or create a context there "
                 "first (`morphz context create --db PATH`)"
             )
+        writer: sqlite3.Connection | None = None
         try:
             self._check_foreign(create)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._writer = self._connect()
+            self._writer = writer = self._connect()
             self._migrate()
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+        except BaseException as exc:
+            if writer is not None:  # a store that does not open keeps no connection
+                writer.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+            if isinstance(exc, OSError):  # its folder cannot be made, or the file read
+                reason = exc.strerror or str(exc)
+                raise StoreError(f"cannot open the store at {self.path}: {reason}") from exc
+            raise
 
     def _check_foreign(self, create: bool) -> None:
         """Refuse, before anything is written to it, a file that is not a Morphz store: a SQLite
