@@ -253,12 +253,12 @@ def _compare_event_times(r: ReadTxn, out: _Report) -> None:
 def _compare_recall(r: ReadTxn, out: _Report) -> None:
     """A recall index that is current holds a document of each event that has searchable
     text (one that is stale says so itself, and is rebuilt)."""
-    stats = r.recall.stats()
-    if stats is None or stats.indexed_seq != r.row.last_seq:
+    meta = r.recall.meta()
+    if meta is None or meta[1] != r.row.last_seq:
         return
-    if stats.event_docs != out.documents:
+    if (documents := r.recall.event_doc_count()) != out.documents:
         out.add(
-            f"recall index: {stats.event_docs} event documents, the log has {out.documents} "
+            f"recall index: {documents} event documents, the log has {out.documents} "
             "events to index: run `morphz context recall-index rebuild`"
         )
 

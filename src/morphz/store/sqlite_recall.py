@@ -324,6 +324,12 @@ class SqliteRecall:
         events = sum(v for k, v in by_kind.items() if k != "frame")
         return IndexStats(table, meta[1], events, frames, by_kind)
 
+    def event_doc_count(self) -> int:
+        """How many event documents the index holds (frames' rowids are negative)."""
+        table = self.table()
+        row = self.conn.execute(f"SELECT count(*) FROM {table} WHERE rowid > 0").fetchone()
+        return int(row[0])
+
     def begin_rebuild(self) -> str:
         """Create an empty building table beside the live one, named for this rebuild alone:
         two processes rebuilding at once (two openers of an upgraded store) each swap a whole

@@ -22,6 +22,14 @@ from morphz.store.sqlite_rows import (
     frame_from_row,
 )
 
+# UTC microseconds of an event time ("YYYY-MM-DDTHH:MM:SS[.ffffff]+HH:MM", as Python writes it):
+# the whole seconds from the text without its fraction (offset kept), the microseconds from the
+# fraction's six digits (SQLite's own fraction arithmetic rounds to the millisecond)
+_SQL_TIME_US = (
+    "(CAST(strftime('%s', substr(time, 1, 19) || CASE WHEN substr(time, 20, 1) = '.' "
+    "THEN substr(time, 27) ELSE substr(time, 20) END) AS INTEGER) * 1000000 + "
+    "CASE WHEN substr(time, 20, 1) = '.' THEN CAST(substr(time, 21, 6) AS INTEGER) ELSE 0 END)"
+)
 _EVENT_COLS = (
     "context_id, seq, kind, session_id, time, recorded_at, text, meta, payload, "
     "version, clock, head"
@@ -241,9 +249,13 @@ class SqliteRead:
             yield from map(_event, rows)
 
     def event_times(self) -> Iterator[tuple[int, str, int | None]]:
-        """Every event's (seq, time, time_us): the audit checks the derived microseconds."""
+        """(seq, time, time_us) of the events whose stored microseconds SQLite cannot confirm:
+        those that differ from their ISO time as SQLite reads it, and those whose offset has
+        seconds, which SQLite cannot read (the audit checks these in Python)."""
         cursor = self.conn.execute(
-            "SELECT seq, time, time_us FROM events WHERE context_id = ? ORDER BY seq", (self.cid,)
+            f"SELECT seq, time, time_us FROM events WHERE context_id = ? AND (time_us IS NULL "
+            f"OR time GLOB '*:*:*:*:*' OR time_us <> {_SQL_TIME_US}) ORDER BY seq",
+            (self.cid,),
         )
         while rows := cursor.fetchmany(1000):
             yield from rows
