@@ -297,8 +297,7 @@ class Context:
         with self.db.store.write(self.id) as w:
             for start in range(0, len(items), appending.IMPORT_CHUNK):
                 chunk = items[start : start + appending.IMPORT_CHUNK]
-                last = start + len(chunk) >= len(items)
-                done = appending.append(w, session, chunk, recorded, tick and last)
+                done = appending.append(w, session, chunk, recorded, tick and start == 0)
                 events.extend((done[0], done[-1]))
                 if progress is not None:
                     progress(start + len(chunk), len(items))
@@ -352,7 +351,7 @@ class Context:
         """Record a non-observation event (a model reply or a tool call). No clock tick."""
         if text is not None and not isinstance(text, str):
             raise InputError(f"record() text must be a string or None, not {type(text).__name__}")
-        if kind not in ev.RECORD_KINDS:
+        if not isinstance(kind, str) or kind not in ev.RECORD_KINDS:
             raise InputError(
                 f"record() takes {sorted(ev.RECORD_KINDS)}; use observe() for {kind!r}"
             )

@@ -1,8 +1,9 @@
 """Appending observations: one batch, one database transaction, one clock tick at most.
 
 Each observation is its own step of the head-hash chain (its observation-state row, and the
-session row when it opens a session); the clock tick is part of the batch's last step, and the
-retirements it makes due are finalized in the same database transaction (a runtime commit).
+session row when it opens a session); the clock tick is part of the batch's first step (so the
+whole batch arrives at one tick), and the retirements it makes due are finalized in the same
+database transaction (a runtime commit).
 Rows are written with one statement per table for the whole batch, so long histories import fast.
 """
 
@@ -79,13 +80,13 @@ def check(item: Observation) -> Checked:
 def append(
     w: WriteTxn, session: str, batch: list[Checked], recorded: str, tick: bool
 ) -> list[ev.Event]:
-    """Append ``batch`` in ``session``; ``tick`` advances the clock with the last one."""
+    """Append ``batch`` in ``session``; ``tick`` advances the clock with the first one, so
+    every observation of the batch shows the same arrival tick."""
     row = w.row
     merged = Changes()
     view = Overlay(w, merged)
     head, seq, clock = row.head, row.last_seq, row.clock
     out: list[ev.Event] = []
-    last = len(batch) - 1
     for index, item in enumerate(batch):
         seq += 1
         changes = Changes()
@@ -94,7 +95,7 @@ def append(
         obs = ObsState(seq, item.kind, "active", False, len(item.text))
         changes.observations[seq] = obs
         merged.observations[seq] = obs
-        if tick and index == last:
+        if tick and index == 0:
             clock += 1
             changes.clock = clock
         head = chain_head(head, changes)
@@ -156,7 +157,9 @@ def parse_line(number: int, line: str) -> Checked:
     try:
         record = json.loads(line, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
-        raise HistoryImportError(f"line {number}: not valid JSON ({exc.msg})", line=number) from exc
+        where = f"line {number}, column {exc.colno}"
+        reason = exc.msg.removesuffix(" at")
+        raise HistoryImportError(f"{where}: not valid JSON ({reason})", line=number) from exc
     except (ValueError, RecursionError) as exc:  # NaN, a huge integer, nesting too deep
         what = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise HistoryImportError(f"line {number}: not valid JSON ({what})", line=number) from exc
@@ -192,11 +195,25 @@ def read_lines(source: str | Path | IO[str] | IO[bytes]) -> Iterator[tuple[int, 
             handle = path.open("rb")
         except OSError as exc:
             raise HistoryImportError(f"cannot read {path}: {exc.strerror}", line=None) from exc
+        except ValueError as exc:  # a NUL in the path
+            raise HistoryImportError(f"cannot read {path!r}: {exc}", line=None) from exc
         with handle:
             yield from read_lines(handle)
         return
-    lines = cast(Iterable[str | bytes], source)
-    for number, raw in enumerate(lines, start=1):
+    lines = iter(cast(Iterable[str | bytes], source))
+    number = 0
+    while True:
+        try:
+            raw = next(lines, None)
+        except UnicodeDecodeError as exc:  # a text file decodes in chunks: no line to name
+            raise HistoryImportError(
+                f"after line {number}: the text is not UTF-8 ({exc.reason}): save the file as "
+                "UTF-8, or pass its path or a binary file to have the line named",
+                line=None,
+            ) from exc
+        if raw is None:
+            return
+        number += 1
         line = raw if isinstance(raw, str) else _decode(number, raw)
         if number == 1:
             line = line.removeprefix("\ufeff")
