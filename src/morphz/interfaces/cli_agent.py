@@ -297,6 +297,8 @@ def _note_merged_turns(engine: Engine, said: bool) -> bool:
 
 def _reply_text(result: ActivationResult) -> str:
     if result.state == "delivered":
+        if result.reason:  # delivered, with a caveat (the output limit cut the reply)
+            click.echo(f"morphz: {result.reason}", err=True)
         return result.reply or ""
     return f"activation {result.state}: {result.reason}"
 

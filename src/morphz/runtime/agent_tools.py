@@ -81,14 +81,15 @@ async def _context_tx(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
 
 
 async def _recall(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
-    op = args.get("op")
-    if op not in _RECALL_PARAMS:
+    op: Any = args.get("op")  # any JSON value until checked
+    if not isinstance(op, str) or op not in _RECALL_PARAMS:
         raise ToolError("recall needs op: search, read or frame")
     unknown = set(args) - {"op", *_RECALL_PARAMS[op]}
     if unknown:
         raise ToolError(f"recall op={op} does not take {sorted(unknown)}")
     params = _recall_params(op, {k: v for k, v in args.items() if k != "op" and v is not None})
-    _result, event = await tc.in_thread(tc.ctx.recall.deliver, op, session=tc.session, **params)
+    deliver: Any = tc.ctx.recall.deliver  # op is one of its three, checked above
+    _result, event = await tc.in_thread(deliver, op, session=tc.session, **params)
     return ToolOutcome(f"delivered as {event.ref} (recall_result)", delivered=event.ref)
 
 

@@ -482,6 +482,8 @@ class _Run:
         ]
         payload: dict[str, Any] = {"activation": self.activation, "tool_calls": calls}
         payload["request"] = sent
+        if response.cut:  # the output limit stopped the reply: its text or calls are partial
+            payload["cut"] = "output-limit"
         if response.usage is not None:
             payload["usage"] = {
                 "input": response.usage.input_tokens,
@@ -503,7 +505,8 @@ class _Run:
                 await self.finish("failed", said)
                 return True
             self.result.reply = valid_text(response.text)
-            await self.finish("delivered", None)
+            cut = "the reply was cut at the model's output limit" if response.cut else None
+            await self.finish("delivered", cut)
             return True
         outcomes = [await self._run_tool(call) for call in response.tool_calls]
         await self._record_outcomes(response.tool_calls, outcomes)

@@ -199,6 +199,7 @@ def parse_message(data: dict[str, Any]) -> ModelResponse:
         tool_calls=tuple(calls),
         usage=anthropic_usage(data.get("usage")),
         raw=data,
+        cut=data.get("stop_reason") == "max_tokens",
     )
 
 

@@ -108,6 +108,7 @@ class ModelResponse:
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    cut: bool = False  # the output limit stopped it (finish_reason length, stop_reason max_tokens)
 
 
 class Model(Protocol):

@@ -186,6 +186,7 @@ def parse_completion(data: dict[str, Any]) -> ModelResponse:
         tool_calls=tuple(tool_call(i, c) for i, c in enumerate(calls)),
         usage=chat_usage(data.get("usage")),
         raw=data,
+        cut=isinstance(choices[0], dict) and choices[0].get("finish_reason") == "length",
     )
 
 

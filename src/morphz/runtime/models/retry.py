@@ -162,6 +162,10 @@ _MAX_WITH_COMPLETION = re.compile(
     r"maximum context length is (\d+) tokens\. However, you requested \d+ tokens \((\d+) in "
     r"the messages, (\d+) in the completion\)"
 )
+# OpenAI, HTTP 429: "Request too large for MODEL ... (TPM): Limit 30000, Requested 31538. The
+# input or output tokens must be reduced"
+_TOO_LARGE_FOR_RATE = re.compile(r"request too large|must be reduced", re.IGNORECASE)
+_LIMIT_REQUESTED = re.compile(r"Limit (\d+), Requested (\d+)")
 _MAX_THEN_USED = re.compile(  # OpenAI, vLLM and others of their wording
     r"maximum context length is (\d+) tokens\. However, (?:your messages resulted in|you "
     r"requested) (\d+) tokens"
@@ -186,6 +190,8 @@ def refused_share(text: str, default: float = BACKOFF) -> float:
         used, maximum = int(used_max.group(1)), int(used_max.group(2))
     elif max_used is not None:
         maximum, used = int(max_used.group(1)), int(max_used.group(2))
+    elif (limit := _LIMIT_REQUESTED.search(text)) is not None:
+        maximum, used = int(limit.group(1)), int(limit.group(2))
     else:
         return default
     return min(max(maximum / used, 0.1), 0.95) if used > 0 and maximum > 0 else default
@@ -236,6 +242,10 @@ def status_failure(
     if status == 413 or (status == 400 and is_context_too_long(text)):
         return Failure(ContextTooLongError(f"the input is too long for the model: {said}"))
     retry_after = parse_retry_after(headers)
+    if status == 429 and _TOO_LARGE_FOR_RATE.search(text):
+        # OpenAI: a request over the tokens-per-minute limit is refused however long one waits;
+        # a smaller request is the way on
+        return Failure(ContextTooLongError(f"the input is too large for the rate limit: {said}"))
     if status == 429:
         # An exhausted quota (OpenAI: insufficient_quota) does not come back by waiting.
         retryable = "insufficient_quota" not in text

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -110,7 +111,7 @@ class SdkAdapter:
 
     def _translate(self, exc: Exception) -> Failure | None:
         """The one place where the SDK's exceptions become ProviderErrors."""
-        sdk, where = self._sdk, self.base_url
+        sdk, where = self._sdk, without_userinfo(self.base_url)
         if isinstance(exc, sdk.APIStatusError):
             text = error_text(exc.message, exc.body)
             return status_failure(
@@ -146,3 +147,13 @@ def load_json(body: bytes, provider: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise BadResponseError(f"the {provider} response is not a JSON object: {body[:200]!r}")
     return data
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` as errors may name it: credentials in it (``https://user:password@host``, which
+    the HTTP client sends as a header) are left out, so no error, event or output shows them."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    netloc = parts.netloc.rpartition("@")[2]  # host[:port], as written
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"***@{netloc}"))

@@ -64,16 +64,18 @@ class CappedOutput:
 
     def text(self) -> tuple[str, bool]:
         """The captured text and whether anything was left out."""
-        head = self.head.decode("utf-8", "replace")
-        tail = self.tail.decode("utf-8", "replace")
-        whole = self.total == len(self.head) + len(self.tail)
-        if whole and len(head) + len(tail) <= self.limit:
-            return head + tail, False
-        # cut the text with each undecodable byte kept as itself, so the bytes kept (and the
-        # count of those omitted) are exact; shown with U+FFFD for each such byte
-        head = self.head.decode("utf-8", "surrogateescape")
-        tail = self.tail.decode("utf-8", "surrogateescape")
         keep_tail = self.limit // 2
+        if self.total == len(self.head) + len(self.tail):  # nothing dropped: one buffer
+            data = bytes(self.head + self.tail)
+            whole = data.decode("utf-8", "replace")
+            if len(whole) <= self.limit:
+                return whole, False
+            # cut the text with each undecodable byte kept as itself, so the bytes kept (and
+            # the count of those omitted) are exact; shown with U+FFFD for each such byte
+            head = tail = data.decode("utf-8", "surrogateescape")
+        else:
+            head = self.head.decode("utf-8", "surrogateescape")
+            tail = self.tail.decode("utf-8", "surrogateescape")
         kept = (head[: self.limit - keep_tail], tail[len(tail) - keep_tail :] if keep_tail else "")
         raw = [part.encode("utf-8", "surrogateescape") for part in kept]
         omitted = self.total - sum(len(part) for part in raw)

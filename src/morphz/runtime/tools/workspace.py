@@ -97,12 +97,14 @@ def parse_args(tool: str, args: dict[str, Any], schema: dict[str, Any]) -> dict[
     unknown = sorted(set(args) - set(props))
     if unknown:
         raise ToolError(f"{tool}: unknown argument(s) {unknown}; it takes {sorted(props)}")
-    missing = [name for name in schema["required"] if name not in args]
-    if missing:
-        raise ToolError(f"{tool}: missing required argument(s) {missing}")
+    missing = [name for name in schema["required"] if args.get(name) is None]
+    if missing:  # null is no value (strict function calling sends every argument, as null)
+        raise ToolError(f"{tool}: missing required argument(s) {missing} (null counts as none)")
     out: dict[str, Any] = {}
     for name, spec in props.items():
-        value = args.get(name, spec.get("default"))
+        value = args.get(name)
+        if value is None:  # absent or null: the default
+            value = spec.get("default")
         kind = spec["type"]
         if kind == "integer" and isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -233,7 +235,9 @@ def _search(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
         if reason:
             skipped[reason] += 1
             continue
-        for number, line in enumerate(content.decode("utf-8", "replace").splitlines(), 1):
+        # lines as read_file numbers them: split at \n only (splitlines also breaks at \f, \r...)
+        text = content.decode("utf-8", "replace")
+        for number, line in enumerate(text.removesuffix("\n").split("\n"), 1):
             if rx.search(line):
                 truncated = len(found) == limit
                 if truncated:
