@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 
+from morphz.graphemes import boundary
 from morphz.ids import make_ref
 from morphz.mind.lifecycle import (
     DEFAULT_PREVIEW_THRESHOLD,
@@ -28,8 +28,8 @@ def observation(obs: ActiveObservation, threshold: int = DEFAULT_PREVIEW_THRESHO
         return f"{head} (text {quote(obs.text)}))"
     # head + tail <= 3/4 of the threshold < the text: they never overlap, omitted > 0
     text = obs.text
-    first = _boundary(text, min(HEAD_CHARS, threshold // 2), -1)
-    start = _boundary(text, len(text) - min(TAIL_CHARS, threshold // 4), 1)
+    first = boundary(text, min(HEAD_CHARS, threshold // 2), -1)
+    start = boundary(text, len(text) - min(TAIL_CHARS, threshold // 4), 1)
     omitted = start - first
     ref = make_ref(obs.seq)
     tail = quote(text[start:])
@@ -38,54 +38,6 @@ def observation(obs: ActiveObservation, threshold: int = DEFAULT_PREVIEW_THRESHO
         f'(omitted "{omitted} characters: read {ref} with recall for the full text") '
         f"(tail {tail})))"
     )
-
-
-_JOINERS = {"\u200c", "\u200d"}  # zero-width (non-)joiner
-MAX_SHIFT = 32  # characters a cut moves at most to keep a character whole
-
-
-def _joins(text: str, cut: int) -> bool:
-    """Whether cutting ``text`` before index ``cut`` would split what a reader sees as one
-    character: a mark (a combining accent, an Indic or Thai vowel sign, a keycap), variation
-    selector, emoji modifier or tag after the cut, a zero-width joiner on either side of it, or
-    the two halves of a flag."""
-    after, before = text[cut], text[cut - 1]
-    point = ord(after)
-    return (
-        unicodedata.category(after)[0] == "M"
-        or after in _JOINERS
-        or before in _JOINERS
-        or 0xFE00 <= point <= 0xFE0F
-        or 0xE0100 <= point <= 0xE01EF
-        or 0x1F3FB <= point <= 0x1F3FF
-        or 0xE0020 <= point <= 0xE007F
-        or (_regional(after) and _flag_half(text, cut))
-    )
-
-
-def _regional(char: str) -> bool:
-    return 0x1F1E6 <= ord(char) <= 0x1F1FF
-
-
-def _flag_half(text: str, cut: int) -> bool:
-    """Whether an odd run of regional indicators ends at ``cut``: flags pair them from the
-    run's start, so the cut falls inside a flag."""
-    run, at = 0, cut - 1
-    while at >= 0 and _regional(text[at]):
-        run, at = run + 1, at - 1
-    return run % 2 == 1
-
-
-def _boundary(text: str, cut: int, step: int) -> int:
-    """``cut`` moved by ``step`` (-1: shorter head, +1: shorter tail) to the nearest place
-    that keeps characters whole, at most MAX_SHIFT away (else ``cut`` itself: a run of marks
-    that long has no such place worth keeping)."""
-    at = cut
-    for _ in range(MAX_SHIFT + 1):
-        if at <= 0 or at >= len(text) or not _joins(text, at):
-            return at
-        at += step
-    return cut
 
 
 def observation_state(obs: ActiveObservation, cited: int) -> str | None:

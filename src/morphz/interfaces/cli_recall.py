@@ -33,7 +33,15 @@ from morphz.recall.read import DEFAULT_READ_CHARS
 from morphz.recall.search import KIND_GROUPS, LIFECYCLES
 from morphz.recall.traverse import Direction
 
-SEARCH_KINDS = sorted({*KIND_GROUPS, "frames", *OBSERVATION_KINDS, ev.MODEL_REPLY, ev.TX_COMMITTED})
+SEARCH_KINDS = sorted(  # recall results are not indexed: they copy evidence that is
+    {
+        *KIND_GROUPS,
+        "frames",
+        *OBSERVATION_KINDS - {"recall_result"},
+        ev.MODEL_REPLY,
+        ev.TX_COMMITTED,
+    }
+)
 DIRECTIONS = ("ancestors", "descendants", "both")
 
 ProgressFn = Callable[[int, int], None]

@@ -356,11 +356,15 @@ def search_page(page: SearchPage) -> str:
         summary = f"{len(page.hits)} hit{'' if len(page.hits) == 1 else 's'}, {order}"
     else:
         body, summary = "no hits", order
-    after = (
-        f"next cursor: {page.next_cursor}"
-        if page.next_cursor
-        else "no more results (no next cursor)"
-    )
+    if page.next_cursor:
+        after = f"next cursor: {page.next_cursor}"
+    elif page.truncated:
+        after = (
+            "stopped: a ranked walk returns at most 2,000 results and more match; narrow the "
+            "query or add a time range"
+        )
+    else:
+        after = "no more results (no next cursor)"
     return "\n".join([body, summary, after])
 
 

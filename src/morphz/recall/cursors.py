@@ -43,6 +43,8 @@ def encode(key: bytes, payload: dict[str, Any]) -> str:
 def decode(key: bytes, token: str, expected_fingerprint: str) -> dict[str, Any]:
     """The payload of ``token``; CursorError when it was altered or belongs to another query."""
     hint = "pass back the next_cursor of the same query unchanged, or search again without it"
+    if not isinstance(token, str):
+        raise CursorError(f"a cursor is text, not {type(token).__name__}: {hint}")
     try:
         body, mac = token.split(".")
         raw, given = _unb64(body), _unb64(mac)

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,10 +28,11 @@ from typing import Any
 from morphz import events as ev
 from morphz.checks import check_text, check_whole
 from morphz.errors import InputError
+from morphz.graphemes import boundary
 from morphz.ids import make_ref
 from morphz.mind.lifecycle import OBSERVATION_KINDS
 from morphz.recall import cursors
-from morphz.recall.documents import time_us
+from morphz.recall.documents import NOT_INDEXED_KINDS, time_us
 from morphz.recall.tokenize import all_in_body, query_terms, query_words, quote_term
 from morphz.store.base import ReadTxn
 from morphz.store.recall_base import EventRow, Filters, FrameRow, Pin
@@ -82,6 +84,8 @@ class SearchPage:
     next_cursor: str | None
     order: str  # "relevance" or "time"
     terms: tuple[str, ...] = field(default=())  # the words that were matched
+    # a ranked walk stopped at MAX_PAGED_RESULTS with matches left (no cursor, yet not the end)
+    truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -89,6 +93,7 @@ class SearchPage:
             "next_cursor": self.next_cursor,
             "order": self.order,
             "terms": list(self.terms),
+            "truncated": self.truncated,
         }
 
 
@@ -102,6 +107,12 @@ def _time_arg(value: datetime | str | None, name: str) -> int | None:
     return time_us(iso)
 
 
+def _texts(values: Iterable[object], what: str, known: list[str]) -> None:
+    """``values`` is a list of names (not one name, which would be read letter by letter)."""
+    if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+        raise InputError(f"{what} is a list of names from {known}, not {values!r:.80}")
+
+
 def _filters(
     since: int | None, until: int | None, kinds: list[str] | None, lifecycle: list[str] | None
 ) -> Filters:
@@ -109,15 +120,24 @@ def _filters(
         raise InputError("since must be before until (since is inclusive, until exclusive)")
     lives = None
     if lifecycle:
+        _texts(lifecycle, "lifecycle", sorted(LIFECYCLES))
         unknown = set(lifecycle) - LIFECYCLES
         if unknown:
             raise InputError(f"unknown lifecycle {sorted(unknown)}: use {sorted(LIFECYCLES)}")
         lives = frozenset(lifecycle)
     if not kinds:
         return Filters(since, until, None, True, True, lives)
+    known = sorted([*KIND_GROUPS, "frames", *OBSERVATION_KINDS - NOT_INDEXED_KINDS])
+    known += [ev.MODEL_REPLY, ev.TX_COMMITTED]
+    _texts(kinds, "kinds", known)
     event_kinds: set[str] = set()
     frames = False
     for kind in kinds:
+        if kind in NOT_INDEXED_KINDS:
+            raise InputError(
+                f"{kind} is not searchable: recall results copy evidence that is itself "
+                "indexed; search for that evidence instead"
+            )
         if kind in ("frames", "frame"):
             frames = True
         elif kind in KIND_GROUPS:
@@ -125,7 +145,6 @@ def _filters(
         elif kind in OBSERVATION_KINDS or kind in (ev.MODEL_REPLY, ev.TX_COMMITTED):
             event_kinds.add(kind)
         else:
-            known = sorted([*KIND_GROUPS, "frames", *OBSERVATION_KINDS])
             raise InputError(f"unknown kind {kind!r}: use one of {known}")
     return Filters(since, until, frozenset(event_kinds) or None, frames, bool(event_kinds), lives)
 
@@ -215,7 +234,9 @@ class _Page:
             next_cursor = self._cursor({"seen": cursors.pack_ids(ids), "m": match})
         scores = {rowid: -score for rowid, score in page}
         hits = _hydrate(self.r, [rowid for rowid, _ in page], scores)
-        return SearchPage(tuple(hits), next_cursor, "relevance", tuple(self._found(words)))
+        truncated = len(fresh) > want and next_cursor is None  # more, beyond the walk's cap
+        found = tuple(self._found(words))
+        return SearchPage(tuple(hits), next_cursor, "relevance", found, truncated)
 
     def _found(self, words: list[str]) -> list[str]:
         """The query words some document of the index holds (the others matched nothing)."""
@@ -248,8 +269,9 @@ def _hydrate(r: ReadTxn, rowids: list[int], scores: dict[int, float]) -> list[Hi
 
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """``text`` on one line, cut (with an ellipsis) where no character is split."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return flat if len(flat) <= limit else flat[: boundary(flat, limit - 1, -1)] + "…"
 
 
 def _event_hit(row: EventRow, score: float | None) -> Hit:

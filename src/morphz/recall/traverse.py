@@ -108,6 +108,10 @@ def _walk(
                     order.append((other, level, link))
                     nxt.append(other)
         frontier = nxt
+    for node in frontier:  # the last depth: its links among the nodes found, no new nodes
+        for other, link in _neighbours(r, node, direction):
+            if other in seen and not node.startswith("@"):
+                links.append(link)
     return order, list(dict.fromkeys(links))
 
 
@@ -169,7 +173,7 @@ def traverse(
     }
     digest = cursors.fingerprint(params)
     offset = 0
-    if cursor:
+    if cursor is not None:
         state = cursors.decode(key, cursor, digest)
         if state["v"] != version:
             raise CursorError(

@@ -1,0 +1,53 @@
+"""Where text may be cut without splitting what a reader sees as one character (the inbox's
+previews and recall's hit previews both cut so)."""
+
+from __future__ import annotations
+
+import unicodedata
+
+_JOINERS = {"\u200c", "\u200d"}  # zero-width (non-)joiner
+MAX_SHIFT = 32  # characters a cut moves at most to keep a character whole
+
+
+def _joins(text: str, cut: int) -> bool:
+    """Whether cutting ``text`` before index ``cut`` would split what a reader sees as one
+    character: a mark (a combining accent, an Indic or Thai vowel sign, a keycap), variation
+    selector, emoji modifier or tag after the cut, a zero-width joiner on either side of it, or
+    the two halves of a flag."""
+    after, before = text[cut], text[cut - 1]
+    point = ord(after)
+    return (
+        unicodedata.category(after)[0] == "M"
+        or after in _JOINERS
+        or before in _JOINERS
+        or 0xFE00 <= point <= 0xFE0F
+        or 0xE0100 <= point <= 0xE01EF
+        or 0x1F3FB <= point <= 0x1F3FF
+        or 0xE0020 <= point <= 0xE007F
+        or (_regional(after) and _flag_half(text, cut))
+    )
+
+
+def _regional(char: str) -> bool:
+    return 0x1F1E6 <= ord(char) <= 0x1F1FF
+
+
+def _flag_half(text: str, cut: int) -> bool:
+    """Whether an odd run of regional indicators ends at ``cut``: flags pair them from the
+    run's start, so the cut falls inside a flag."""
+    run, at = 0, cut - 1
+    while at >= 0 and _regional(text[at]):
+        run, at = run + 1, at - 1
+    return run % 2 == 1
+
+
+def boundary(text: str, cut: int, step: int) -> int:
+    """``cut`` moved by ``step`` (-1: shorter head, +1: shorter tail) to the nearest place
+    that keeps characters whole, at most MAX_SHIFT away (else ``cut`` itself: a run of marks
+    that long has no such place worth keeping)."""
+    at = cut
+    for _ in range(MAX_SHIFT + 1):
+        if at <= 0 or at >= len(text) or not _joins(text, at):
+            return at
+        at += step
+    return cut
