@@ -328,6 +328,11 @@ def test_a_batch_keeps_what_earlier_steps_of_the_activation_produced(
     assert {t.name for t in seen[0].tools} != {"context_tx", "recall"}  # step 1 was work
     assert file_result in _shown(seen[1])  # step 2: the previous step's result
     assert file_result in _shown(seen[2]), sorted(_shown(seen[2]))
+    # a batch says so: how many of the active observations its inbox shows (tenth session)
+    shown, active = len(_shown(seen[2])), len(ctx.encode().state.observations)
+    assert shown < active
+    assert f'(batch "{shown} of {active}")' in seen[2].encoding
+    assert "(batch " not in seen[0].encoding  # a whole request is no batch
 
 
 def test_when_the_activations_results_do_not_all_fit_the_batch_keeps_the_last_steps(

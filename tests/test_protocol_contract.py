@@ -20,7 +20,7 @@ from morphz.runtime.models.base import ContextTooLongError, ModelRequest, ModelR
 from morphz.runtime.models.scripted import FunctionModel
 from morphz.txlang import SList, Str, read_one
 
-_MODE = re.compile(r'\(scheduling \(mode "(\w+)"\)')
+_MODE = re.compile(r'\(scheduling[^\n]*?\(mode "(\w+)"\)')
 _LEVEL = re.compile(r"\(pressure \(level (\w+)\)")
 
 

@@ -101,7 +101,11 @@ observations and retire them; revise frames instead of adding near-copies; retir
 longer need in view. At critical pressure you are in maintenance: only context_tx and recall are
 offered until your commits bring pressure back to normal. A provider's refusal of a request as
 too long also starts maintenance: the kernel's scheduling then states refused-above, the tokens
-a request must stay under, and work resumes when the request is under them at normal pressure.")
+a request must stay under, and work resumes when the request is under them at normal pressure.
+When even that is too long, the request is a batch: scheduling states batch N of M, the inbox
+shows N of the M active observations (your current request, what this activation produced, then
+the oldest that fit) and the kernel's tokens are this batch's; retire what you have processed to
+see the rest.")
  (increments "A request may continue with (context-delta ...) forms after the encoding, each
 followed by (evaluate): they state what changed since the form before, and the latest state is
 the encoding with every increment applied in order. arrived: a new inbox observation. derived: a

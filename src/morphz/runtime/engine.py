@@ -241,6 +241,7 @@ class _Run:
         self._refusal = ""  # what it said
         self.result = ActivationResult(activation, session, "running", None, 0)
         self._pending_failure = "even the minimum maintenance request does not fit"
+        self.active_observations = 0  # in the context, when the last batch was chosen
         self.produced: set[int] = set()  # the observations this activation's steps produced
         self.previous: set[int] = set()  # ... the previous step
         config = engine.config
@@ -373,17 +374,20 @@ class _Run:
             maintenance=maintenance,
             activation=self.activation,
             objectives=(self.objective,),
-            scheduling=self._scheduling(maintenance),
+            scheduling=self._scheduling(maintenance, only),
             only_observations=only,
         )
         return await asyncio.to_thread(self.e.ctx.encode, options)
 
-    def _scheduling(self, maintenance: bool) -> dict[str, str]:
-        """The kernel's scheduling facts: the mode, and after a too-long refusal the tokens a
-        request must stay under (the protocol's capacity entry)."""
+    def _scheduling(self, maintenance: bool, only: frozenset[int] | None) -> dict[str, str]:
+        """The kernel's scheduling facts: the mode, after a too-long refusal the tokens a
+        request must stay under, and in a batch how many of the active observations its inbox
+        shows (the protocol's capacity entry)."""
         facts = {"mode": "maintenance" if maintenance else "work"}
         if self.ceiling is not None:
             facts["refused-above"] = str(self.ceiling)
+        if only is not None:
+            facts["batch"] = f"{len(only)} of {self.active_observations}"
         return facts
 
     # -- a maintenance batch
@@ -394,6 +398,7 @@ class _Run:
         (the reason is kept). ``full``: the whole maintenance encoding, over the hard limit (so
         compiled at critical pressure, in maintenance)."""
         hard = self._limit(full)
+        self.active_observations = len(full.state.observations)
         found = await self._minimum(full, hard)
         if found is None:
             return None
