@@ -182,25 +182,25 @@ def test_an_activation_cancelled_while_it_starts_is_recorded_interrupted(
     ctx: morphz.Context, workspace: Path
 ) -> None:
     """A cancelled activation is recorded as interrupted (the engine's `except BaseException`).
-    A cancellation that arrives while start_activation is being written (a busy store makes
+    A cancellation that arrives while begin_activation is being written (a busy store makes
     that window long) skips it: the thread still records the start, but Engine.run's try
     begins only after, so the activation stays running for as long as this process lives.
     interrupt_orphaned cannot mark it (its owner is alive), its root request cannot be retired
     (causal protection) and every kernel lists it among the running activations."""
     engine = _engine(ctx, [], workspace)
     release = threading.Event()
-    original = ctx.start_activation
+    original = ctx.begin_activation
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
         entered = asyncio.Event()
 
-        def slow_start(*args: Any, **kwargs: Any) -> str:
+        def slow_start(*args: Any, **kwargs: Any) -> tuple[Any, str]:
             loop.call_soon_threadsafe(entered.set)
             release.wait()
             return original(*args, **kwargs)
 
-        ctx.start_activation = slow_start  # type: ignore[method-assign]
+        ctx.begin_activation = slow_start  # type: ignore[method-assign]
         task = asyncio.create_task(engine.run("hello", session="s1"))
         await entered.wait()
         task.cancel()
@@ -212,7 +212,7 @@ def test_an_activation_cancelled_while_it_starts_is_recorded_interrupted(
         asyncio.run(scenario())
     finally:
         release.set()
-        del ctx.start_activation
+        del ctx.begin_activation
     assert ctx.activations(running_only=True) == []
     assert [a.state for a in ctx.activations()] in ([], ["interrupted"])
     ctx.commit(f'(context-tx (base-version {ctx.version}) (reason "done") (retire @e1))')

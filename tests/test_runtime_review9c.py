@@ -226,18 +226,18 @@ def test_a_second_cancellation_while_the_start_is_written_leaves_no_activation_r
     written the end is recorded too (interrupted)."""
     engine = _engine(ctx, FunctionModel(lambda _r: ModelResponse("done")), workspace)
     release = threading.Event()
-    original = ctx.start_activation
+    original = ctx.begin_activation
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
         entered = asyncio.Event()
 
-        def slow_start(*args: Any, **kwargs: Any) -> str:
+        def slow_start(*args: Any, **kwargs: Any) -> tuple[Any, str]:
             loop.call_soon_threadsafe(entered.set)
             release.wait()
             return original(*args, **kwargs)
 
-        ctx.start_activation = slow_start  # type: ignore[method-assign]
+        ctx.begin_activation = slow_start  # type: ignore[method-assign]
         task = asyncio.create_task(engine.run("hello"))
         await entered.wait()
         task.cancel()
@@ -252,7 +252,7 @@ def test_a_second_cancellation_while_the_start_is_written_leaves_no_activation_r
         asyncio.run(scenario())  # its shutdown waits for the start's thread
     finally:
         release.set()
-        del ctx.start_activation
+        del ctx.begin_activation
     assert ctx.activations(running_only=True) == []
 
 

@@ -119,7 +119,7 @@ def test_a_run_cancelled_while_its_activation_starts_does_not_leave_it_running(
     tmp_path: Path,
 ) -> None:
     """``Engine.run`` records the activation's start in a worker thread
-    (``asyncio.to_thread(ctx.start_activation, ...)``); a cancellation of the run while that
+    (``asyncio.to_thread(ctx.begin_activation, ...)``); a cancellation of the run while that
     thread writes (``asyncio.wait_for`` timing out, a server cancelling a request, a task group
     failing) cancels the await, but the thread still commits the start. The ``try`` that records
     an interrupted end only begins after the await, so nothing ends that activation: it stays
@@ -133,15 +133,15 @@ def test_a_run_cancelled_while_its_activation_starts_does_not_leave_it_running(
         model = FunctionModel(lambda request: ModelResponse("done", ()))
         engine = Engine(ctx, model, build_tools(Settings()), RuntimeConfig(workspace=tmp_path))
         recorded, release = threading.Event(), threading.Event()
-        real_start = ctx.start_activation
+        real_start = ctx.begin_activation
 
-        def start_activation(*args: object, **kwargs: object) -> str:
+        def begin_activation(*args: object, **kwargs: object) -> tuple[object, str]:
             activation = real_start(*args, **kwargs)  # type: ignore[arg-type]
             recorded.set()  # committed; the run is cancelled before the await returns
             release.wait(30)
             return activation
 
-        ctx.start_activation = start_activation  # type: ignore[method-assign]
+        ctx.begin_activation = begin_activation  # type: ignore[method-assign]
 
         async def scenario() -> None:
             task = asyncio.create_task(engine.run("prepare the deployment"))

@@ -267,12 +267,18 @@ class Context:
             raise InputError("observe_batch needs at least one observation")
         check_id(session, "session id")
         recorded = self.db.timestamp()
-        tick = advances_clock([item.kind for item in batch])
         with self.db.store.write(self.id) as w:
-            out = appending.append(w, session, batch, recorded, tick)
-            if tick:
-                self._finalize(w, session, recorded)
-            w.touch_session(session, w.row.last_seq, recorded)
+            return self._append(w, session, batch, recorded)
+
+    def _append(
+        self, w: WriteTxn, session: str, batch: list[appending.Checked], recorded: str
+    ) -> list[ev.Event]:
+        """Append ``batch`` inside the open write ``w`` (ticking and finalizing as it does)."""
+        tick = advances_clock([item.kind for item in batch])
+        out = appending.append(w, session, batch, recorded, tick)
+        if tick:
+            self._finalize(w, session, recorded)
+        w.touch_session(session, w.row.last_seq, recorded)
         return out
 
     def import_history(
@@ -361,19 +367,22 @@ class Context:
         self,
         kind: str,
         text: str | None,
-        payload: dict[str, Any] | None,
+        payload: dict[str, Any] | Callable[[], dict[str, Any]] | None,
         session: str,
         *,
         on_write: Callable[[WriteTxn, int], None] | None = None,
         before: Callable[[WriteTxn], None] | None = None,
     ) -> ev.Event:
-        """Append a runtime event in one write transaction: ``before`` checks the state under
-        the writer lock, ``on_write`` writes what goes with the event."""
+        """Append a runtime event in one write transaction: ``before`` checks (or writes) the
+        state under the writer lock first, ``on_write`` writes what goes with the event; a
+        callable ``payload`` is read after ``before``."""
         check_id(session, "session id")
         recorded = self.db.timestamp()
         with self.db.store.write(self.id) as w:
             if before is not None:
                 before(w)
+            if callable(payload):
+                payload = payload()
             row = w.row
             seq = row.last_seq + 1
             changes = Changes()
@@ -408,11 +417,10 @@ class Context:
         self, reason: str = "the process stopped before it finished"
     ) -> list[str]:
         """Mark every activation still recorded as running as interrupted (after a restart, no
-        process is running them); returns their ids."""
-        stale = [a.activation_id for a in self.activations(running_only=True)]
-        for activation_id in stale:
-            self.finish_activation(activation_id, "interrupted", reason)
-        return stale
+        process is running them); returns the ids it marked (one another caller finished
+        meanwhile is skipped)."""
+        running = self.activations(running_only=True)
+        return [a.activation_id for a in running if self._interrupt(a.activation_id, reason)]
 
     def create_session(self, session: str) -> ev.Event:
         """Create a session explicitly (the first event in a new session also creates it)."""
@@ -449,6 +457,38 @@ class Context:
         payload = {"activation": activation_id, "root": root, "objective": objective}
         self._runtime_event(ev.ACTIVATION_STARTED, None, payload, session, on_write=put)
         return activation_id
+
+    def begin_activation(
+        self, session: str, prompt: str, objective: str | None = None
+    ) -> tuple[ev.Event, str]:
+        """The user message ``prompt`` in ``session`` and an activation rooted on it, written
+        in one transaction, so nothing can retire the message before it is protected. Returns
+        the message's event and the activation id."""
+        message = appending.check(Observation("user_message", prompt))
+        check_id(session, "session id")
+        if objective is not None and not objective.strip():
+            raise InputError("an objective must say something: pass None to leave it out")
+        recorded = self.db.timestamp()
+        activation_id = f"act-{uuid.uuid4().hex[:12]}"
+        owner = owners.current_owner()
+        root: list[ev.Event] = []
+
+        def observe(w: WriteTxn) -> None:
+            root.extend(self._append(w, session, [message], recorded))
+
+        def put(w: WriteTxn, seq: int) -> None:
+            row = ActivationRow(
+                activation_id, session, root[0].seq, "running", seq, None, owner, objective
+            )
+            w.put_activation(row)
+
+        def payload() -> dict[str, Any]:
+            return {"activation": activation_id, "root": root[0].ref, "objective": objective}
+
+        self._runtime_event(
+            ev.ACTIVATION_STARTED, None, payload, session, on_write=put, before=observe
+        )
+        return root[0], activation_id
 
     def finish_activation(
         self, activation_id: str, state: str = "delivered", reason: str | None = None

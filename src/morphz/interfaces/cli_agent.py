@@ -9,12 +9,14 @@ import asyncio
 import io
 import json
 import os
+import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
-from contextlib import suppress
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import FrameType
 from typing import Any, TypeVar
 
 import click
@@ -252,7 +254,7 @@ def exec_command(
     check_id(session, "session id")
     agent = prepare(db_path, model_spec, workspace, interactive=False, profile_path=profile_path)
     agent.check_new_store(db_path)
-    with open_store(db_path, create=True) as db:
+    with open_store(db_path, create=True) as db, _stopped_like_ctrl_c():
         ctx = agent.open_context(db, context_id)
         engine = agent.engine(ctx)
         result = asyncio.run(_closing(engine.model, engine.run(prompt, session=session)))
@@ -295,6 +297,33 @@ def _note_merged_turns(engine: Engine, said: bool) -> bool:
     return said
 
 
+@contextmanager
+def _stopped_like_ctrl_c() -> Iterator[None]:
+    """While an agent runs, SIGTERM (kill, timeout, systemd, CI) and SIGHUP (a closed terminal)
+    stop it as Ctrl-C does: the activation is recorded interrupted and the exec tool's command
+    group is killed, where Python's default would exit at once and leave both behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread (a host running us in a thread)
+        return
+    wanted = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+    before = {sig: signal.signal(sig, _as_sigint) for sig in wanted}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _as_sigint(signum: int, frame: FrameType | None) -> None:
+    """Handle a signal as SIGINT's handler of the moment would: inside an event loop's run,
+    asyncio's (it cancels the running task, which then cleans up and records its end, and the
+    run raises KeyboardInterrupt); outside, Python's (KeyboardInterrupt)."""
+    handler = signal.getsignal(signal.SIGINT)
+    if not callable(handler):
+        raise KeyboardInterrupt
+    handler(signal.SIGINT, frame)
+
+
 def _reply_text(result: ActivationResult) -> str:
     if result.state == "delivered":
         if result.reason:  # delivered, with a caveat (the output limit cut the reply)
@@ -326,7 +355,7 @@ def chat_command(
     agent.check_new_store(db_path)
     _lenient_stdio()
     # one event loop for the whole chat: the model's client keeps its connections in it
-    with open_store(db_path, create=True) as db, asyncio.Runner() as runner:
+    with open_store(db_path, create=True) as db, _stopped_like_ctrl_c(), asyncio.Runner() as runner:
         engine = agent.engine(agent.open_context(db, context_id))
         out(
             f"morphz chat: context {context_id}, session {session}, model "

@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from morphz import events as ev
 from morphz.capacity import Budget, Item, budget_over, select_batch
@@ -197,15 +197,15 @@ class Engine:
         self, prompt: str, *, session: str = "default", objective: str | None = None
     ) -> ActivationResult:
         """One activation: the user message ``prompt`` in ``session``, until a reply."""
-        root = await asyncio.to_thread(self.ctx.observe, "user_message", prompt, session=session)
         goal = (objective or prompt[:200]).strip() or None
+        # the message and the activation that protects it, in one transaction
         start = asyncio.ensure_future(
-            asyncio.to_thread(self.ctx.start_activation, session, root.ref, goal)
+            asyncio.to_thread(self.ctx.begin_activation, session, prompt, goal)
         )
         try:
-            act = await asyncio.shield(start)
+            root, act = await asyncio.shield(start)
         except asyncio.CancelledError:  # the start is being written: record the end too
-            act = await _despite_cancellation(start)
+            root, act = await _despite_cancellation(start)
             cancelled = _Run(self, act, session, root.seq, goal or "answer the user")
             await asyncio.shield(cancelled.finish("interrupted", "cancelled as it started"))
             raise
@@ -611,7 +611,10 @@ def _mind_share(minimum: Encoding) -> str:
     )
 
 
-async def _despite_cancellation(start: asyncio.Future[str]) -> str:
+_T = TypeVar("_T")
+
+
+async def _despite_cancellation(start: asyncio.Future[_T]) -> _T:
     """The result of ``start`` (an activation's start being written), however many times the
     caller is cancelled meanwhile: the start lands either way, so its end must be recorded."""
     while True:
