@@ -153,9 +153,10 @@ def build_history(path: Path, events: int) -> dict[str, Any]:
 
 def add_active(ctx: morphz.Context, items: int) -> None:
     """Half active observations (tool results of varying size), half frames derived from them
-    (the history's head frame counts as one), every second frame related to the one before it.
-    Same seed, same mind, whatever the history."""
+    (a frame already active, such as the history's head frame, counts as one), every second
+    frame related to the one before it. Same seed, same mind, whatever the history."""
     rng, refs = random.Random(items), []
+    present = ctx.status().frames["active"]
     # 5,000 items are more than the default budget lets frames fill (the budget refusal): the
     # compile is timed here, not what a model could be shown, so the budget never refuses
     ctx.set_budget(Budget(window=1_000_000_000, output_reserve=0))
@@ -164,7 +165,7 @@ def add_active(ctx: morphz.Context, items: int) -> None:
         texts = [tool_text(rng, int(rng.lognormvariate(6, 0.8))) for _ in range(size)]
         batch = [morphz.Observation("tool_result", text) for text in texts]
         refs += [e.ref for e in ctx.observe_batch(batch, session=SESSION)]
-    frames = items - items // 2 - 1
+    frames = items - items // 2 - present
     for first in range(0, frames, 50):
         ops = []
         for i in range(first, min(frames, first + 50)):
@@ -613,9 +614,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="100,000 events, fewer samples")
     parser.add_argument("--out", type=Path, help="also write the JSON document to this file")
-    parser.add_argument("--example", type=Path, help="only write the demo encoding to this file")
-    parser.add_argument("--prefix-only", action="store_true", help="only the prefix trajectories")
-    parser.add_argument("--sessions-only", action="store_true", help="only the sessions cell")
+    only = parser.add_mutually_exclusive_group()  # one part alone, or everything
+    only.add_argument("--example", type=Path, help="only write the demo encoding to this file")
+    only.add_argument("--prefix-only", action="store_true", help="only the prefix trajectories")
+    only.add_argument("--sessions-only", action="store_true", help="only the sessions cell")
     parser.add_argument(
         "--no-revisions",
         action="store_true",
