@@ -169,7 +169,8 @@ def test_a_failed_recall_is_not_recorded_as_a_transaction_receipt(
     engine = _engine(ctx, [ModelResponse(None, (_call("recall", arguments),))], workspace)
     result = asyncio.run(engine.run("hello"))
     assert result.state == "delivered", result.reason
-    (failed,) = [e for e in _recorded(ctx, result) if e.kind not in ("user_message", "model_reply")]
+    skip = ("user_message", "model_reply", "agent_reply")
+    (failed,) = [e for e in _recorded(ctx, result) if e.kind not in skip]
     assert failed.kind != "tx_receipt", failed
     assert (failed.meta or {}).get("tool") == "recall"
     assert "context_tx" not in activity_line(failed)

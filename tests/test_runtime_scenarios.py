@@ -240,8 +240,9 @@ def test_deployment_story_as_an_agent_run(ctx: morphz.Context, workspace: Path) 
         "model_reply",
         "tx_receipt",
         "model_reply",
+        "agent_reply",  # the delivered reply, in the session's inbox
     ]
-    user, _, first, read_call, config, _, second, final = recorded
+    user, _, first, read_call, config, _, second, final, _ = recorded
     assert user.text == PROMPT and user.session_id == "ops"
     assert row.root_seq == user.seq
     assert receipt(first)["ok"] and receipt(second)["ok"]
@@ -822,7 +823,13 @@ def test_a_tool_timing_out(ctx: morphz.Context, workspace: Path) -> None:
     assert result.state == "delivered", result.reason
     assert result.reply == "the command timed out; I stopped it"
     recorded = events_of(ctx, result)
-    assert kinds(recorded) == ["user_message", "model_reply", "tool_result", "model_reply"]
+    assert kinds(recorded) == [
+        "user_message",
+        "model_reply",
+        "tool_result",
+        "model_reply",
+        "agent_reply",
+    ]
     timed_out = recorded[2]
     assert timed_out.meta == {"tool": "exec", "call": "call_exec_0", "error": True}
     assert (timed_out.text or "").startswith("$ sleep 5\n[timed out after 0.2 s and was killed")
@@ -871,6 +878,7 @@ def test_malformed_tool_arguments(ctx: morphz.Context, workspace: Path) -> None:
         "model_reply",
         "tx_receipt",
         "model_reply",
+        "agent_reply",
     ]
     asked = recorded[1].payload
     assert asked is not None
@@ -970,6 +978,7 @@ def _check_denied(
         "approval_result",
         "tool_result",
         "model_reply",
+        "agent_reply",
     ]
     asked, answer, outcome = recorded[2:5]
     assert asked.payload == {

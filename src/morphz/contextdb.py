@@ -42,6 +42,8 @@ from morphz.recall import maintain
 from morphz.results import AuditReport, FrameView, Mind, ObservationView, Receipt, Status
 from morphz.store.base import ActivationRow, ContextRow, ReadTxn, SessionRow, WriteTxn
 from morphz.txlang import print_tx, read_tx
+from morphz.txlang.ops import Tx
+from morphz.txlang.sexpr import line_col
 
 if TYPE_CHECKING:
     from morphz.database import Database
@@ -258,23 +260,31 @@ class Context:
         return self.observe_batch([Observation(kind, text, time, meta)], session=session)[0]
 
     def observe_batch(
-        self, items: Iterable[Observation], *, session: str = DEFAULT_SESSION
+        self, items: Iterable[Observation], *, session: str = DEFAULT_SESSION, tick: bool = True
     ) -> list[ev.Event]:
         """Append observations as one batch in one database transaction. The clock advances
-        once if any of them ticks it, and due retirements are finalized in that same transaction."""
+        once if any of them ticks it (unless ``tick`` is False: a runtime's results of tool calls
+        that never ran), and due retirements are finalized in that same transaction."""
+        if not isinstance(tick, bool):
+            raise InputError(f"tick is True or False, not {tick!r}")
         batch = [appending.check(item) for item in items]
         if not batch:
             raise InputError("observe_batch needs at least one observation")
         check_id(session, "session id")
         recorded = self.db.timestamp()
         with self.db.store.write(self.id) as w:
-            return self._append(w, session, batch, recorded)
+            return self._append(w, session, batch, recorded, tick)
 
     def _append(
-        self, w: WriteTxn, session: str, batch: list[appending.Checked], recorded: str
+        self,
+        w: WriteTxn,
+        session: str,
+        batch: list[appending.Checked],
+        recorded: str,
+        may_tick: bool = True,
     ) -> list[ev.Event]:
         """Append ``batch`` inside the open write ``w`` (ticking and finalizing as it does)."""
-        tick = advances_clock([item.kind for item in batch])
+        tick = may_tick and advances_clock([item.kind for item in batch])
         out = appending.append(w, session, batch, recorded, tick)
         if tick:
             self._finalize(w, session, recorded)
@@ -622,7 +632,7 @@ class Context:
             w.append_event(event)
             grown = w.write_changes(changes, version, seq)
             if grown > 0:
-                _check_room(w, budget, budget_keys or {}, calibration)
+                _check_room(w, budget, budget_keys or {}, calibration, _grower(tx, changes))
             maintain.index_events(w, [event])
             maintain.index_frames(w, list(reindex), recorded)
             w.set_row(
@@ -686,8 +696,22 @@ def _threshold(w: WriteTxn) -> Callable[[], int]:
     return read
 
 
+def _grower(tx: Tx, changes: Changes) -> dict[str, Any]:
+    """Where a budget refusal points: the operation that adds the most tokens to the view."""
+    adds = [e for e in changes.effects if e.immediate < 0]
+    if not adds:
+        return {}
+    index = min(adds, key=lambda e: (e.immediate, e.index)).index
+    line, column = line_col(tx.source, tx.ops[index].pos)
+    return {"op": tx.ops[index].name, "op_index": index, "line": line, "column": column}
+
+
 def _check_room(
-    w: WriteTxn, budget: Budget | None, keys: Mapping[str, int], calibration: Calibration | None
+    w: WriteTxn,
+    budget: Budget | None,
+    keys: Mapping[str, int],
+    calibration: Calibration | None,
+    where: Mapping[str, Any],
 ) -> None:
     """Refuse (BudgetError, nothing written) a transaction that grew the frames in view when,
     with the protocol, they pass the critical level (counted with ``calibration``, as the
@@ -711,6 +735,7 @@ def _check_room(
             "revise frames shorter, or retire frames and wait for the window to end; or raise "
             "the budget",
             details={"tokens": needed, "critical": limits.critical},
+            **where,
         )
 
 

@@ -17,19 +17,20 @@ be recalled.")
  (regions "protocol: this contract. evaluation-profile: the harness bound to you (your role and
 instructions), or none.
 inbox: observations that arrived (user messages, tool results, external events, recall results,
-approvals, the receipts of your transactions) in arrival order, immutable, each with a ref like
-@e42 and the clock tick it arrived at (its age is the kernel's clock minus that tick); a long
-one shows its head and tail with a marker naming its ref and size: read the rest with recall.
-observation-state: the inbox items that are protected or cited by frames (how many); an item
-not listed is neither. mind: your
-cognitive frames in the order you placed them (a frame is active unless it shows a lifecycle),
-their relations and checkpoints.
+approvals, the receipts of your transactions, your replies as agent_reply) in arrival order,
+immutable, each with a ref like @e42 and the clock tick it arrived at (its age is the kernel's
+clock minus that tick); a long one shows its head and tail with a marker naming its ref and
+size: read the rest with recall.
+observation-state: the inbox items that are protected or cited by frames (how many, retired
+ones included); an item not listed is neither, but a running activation's root is protected.
+mind: your cognitive frames in the order you placed them (a frame is active unless it shows a
+lifecycle), their relations and checkpoints.
 session-directory: the sessions sharing this context, how much of each is shown, and what was
 left out (naming the latest retired sessions, which restore-session brings back). kernel:
-runtime facts: context, session, activation, mind version, cognitive clock, objectives,
-scheduling, authority, context pressure. evaluation-environment: model, local time, bindings
-(such as the workspace folder your file and exec tools work in). evaluate: where your turn
-starts.")
+runtime facts: context, session, activation, mind version, cognitive clock, organizing window
+(ticks), objectives, running activations, scheduling, authority, context pressure.
+evaluation-environment: model, local time, bindings (such as the workspace folder your file
+and exec tools work in). evaluate: where your turn starts.")
  (ids "Frame, checkpoint and session ids are 1-256 characters of letters, digits and _ - . : /
 and not digits only; use / for namespaces: deployment/current, user/preferences/language.
 Observations are referred to by their event ref @e<seq>, e.g. @e42.")
@@ -59,11 +60,13 @@ the cognitive clock has advanced by the window")
 back to active")
    (protect "(protect TARGET...)" "protected content stays active and cannot be retired")
    (unprotect "(unprotect TARGET...)" "lifts the protection")
-   (relate "(relate S RELATION O)" "adds the edge between two frames (to link an observation,
-cite it with from); relating an existing edge is an error")
+   (relate "(relate S RELATION O)" "adds the edge between two frames; RELATION is a name with
+the id syntax, such as supersedes or depends-on (to link an observation, cite it with from);
+relating an existing edge is an error")
    (unrelate "(unrelate S RELATION O)" "removes the edge; it must exist")
    (place "(place ID first|last|(before ID2)|(after ID2))" "moves a frame in the mind order")
-   (checkpoint "(checkpoint NAME)" "snapshots frames, relations, order, lifecycle, protection")
+   (checkpoint "(checkpoint NAME)" "snapshots frames, relations, order, lifecycle, protection
+(not observations)")
    (rollback "(rollback NAME)" "the mind returns to the snapshot; history keeps everything;
 needs the exact current base-version")
    (drop-checkpoint "(drop-checkpoint NAME...)" "removes checkpoints")
@@ -102,10 +105,8 @@ longer need in view. At critical pressure you are in maintenance: only context_t
 offered until your commits bring pressure back to normal. A provider's refusal of a request as
 too long also starts maintenance: the kernel's scheduling then states refused-above, the tokens
 a request must stay under, and work resumes when the request is under them at normal pressure.
-When even that is too long, the request is a batch: scheduling states batch N of M, the inbox
-shows N of the M active observations (your current request, what this activation produced, then
-the oldest that fit) and the kernel's tokens are this batch's; retire what you have processed to
-see the rest.")
+A request too long even then is a batch: scheduling says how many inbox items it shows and leaves
+out; retire what you processed to see the rest.")
  (increments "A request may continue with (context-delta ...) forms after the encoding, each
 followed by (evaluate): they state what changed since the form before, and the latest state is
 the encoding with every increment applied in order. arrived: a new inbox observation. derived: a

@@ -451,7 +451,7 @@ async def _follow(
 def _worth_showing(event: morphz.Event, session: str) -> bool:
     """Everything but the user's own message, the reply (printed as ``agent>``), and this
     session's commit events (their receipts say it); other sessions' commits are shown."""
-    if event.kind == "user_message":
+    if event.kind in ("user_message", "agent_reply"):  # the agent_reply: its agent> line
         return False
     if event.kind == "context_tx_committed":
         return event.session_id != session

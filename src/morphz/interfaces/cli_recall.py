@@ -29,15 +29,16 @@ from morphz.interfaces.cli import (
     session_option,
     terminal_progress,
 )
+from morphz.recall.documents import NOT_INDEXED_KINDS
 from morphz.recall.read import DEFAULT_READ_CHARS
 from morphz.recall.search import KIND_GROUPS, LIFECYCLES
 from morphz.recall.traverse import Direction
 
-SEARCH_KINDS = sorted(  # recall results are not indexed: they copy evidence that is
+SEARCH_KINDS = sorted(  # recall results and agent replies are not indexed: they copy what is
     {
         *KIND_GROUPS,
         "frames",
-        *OBSERVATION_KINDS - {"recall_result"},
+        *OBSERVATION_KINDS - NOT_INDEXED_KINDS,
         ev.MODEL_REPLY,
         ev.TX_COMMITTED,
     }

@@ -24,6 +24,7 @@ OBSERVATION_KINDS: frozenset[str] = frozenset(
         "recall_result",
         "approval_result",
         "tx_receipt",  # the outcome of the agent's own context_tx call: never ticks the clock
+        "agent_reply",  # what the agent answered the user (a delivered reply): never ticks
     }
 )
 CLOCK_KINDS: frozenset[str] = frozenset({"user_message", "tool_result", "external_event"})

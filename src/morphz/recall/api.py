@@ -162,7 +162,9 @@ def _delivered(result: SearchPage | ReadPage | TraversalPage) -> str:
     return json.dumps(result.to_dict(), ensure_ascii=False, indent=1, default=str)
 
 
-MIN_DELIVERED_PAGE = 500  # characters: the shortest page a delivered read is cut to
+# characters: the shortest page a delivered read is cut to (a small preview threshold is the
+# context's choice; a short page that shows beats a long one previewed)
+MIN_DELIVERED_PAGE = 64
 
 
 @dataclass(frozen=True, slots=True)

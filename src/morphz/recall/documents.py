@@ -20,7 +20,9 @@ from morphz.mind.state import Edge, Frame
 from morphz.recall.tokenize import index_text
 
 NEAR_CHARS = 2000  # how much of the previous observation feeds the near column
-NOT_INDEXED_KINDS: frozenset[str] = frozenset({"recall_result"})
+# a recall result copies evidence that is indexed already; an agent reply is the text of the
+# model_reply event that delivered it, which is indexed (as kind model_reply)
+NOT_INDEXED_KINDS: frozenset[str] = frozenset({"recall_result", "agent_reply"})
 NEAR_KINDS: frozenset[str] = OBSERVATION_KINDS - NOT_INDEXED_KINDS
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -135,8 +135,9 @@ def _filters(
     for kind in kinds:
         if kind in NOT_INDEXED_KINDS:
             raise InputError(
-                f"{kind} is not searchable: recall results copy evidence that is itself "
-                "indexed; search for that evidence instead"
+                f"{kind} is not searchable: it copies what is indexed already (recall results "
+                "the evidence they found, agent replies the model_reply that delivered them); "
+                "search for that instead"
             )
         if kind in ("frames", "frame"):
             frames = True

@@ -387,7 +387,8 @@ class _Run:
         if self.ceiling is not None:
             facts["refused-above"] = str(self.ceiling)
         if only is not None:
-            facts["batch"] = f"{len(only)} of {self.active_observations}"
+            total = self.active_observations
+            facts["batch"] = f"{len(only)} of {total} shown, {total - len(only)} left out"
         return facts
 
     # -- a maintenance batch
@@ -510,6 +511,7 @@ class _Run:
                 await self.finish("failed", said)
                 return True
             self.result.reply = valid_text(response.text)
+            await self._observe_reply(reply.ref)
             cut = "the reply was cut at the model's output limit" if response.cut else None
             await self.finish("delivered", cut)
             return True
@@ -519,7 +521,17 @@ class _Run:
         self.produced |= self.previous
         return False
 
+    async def _observe_reply(self, ref: str) -> None:
+        """The delivered reply enters the session's inbox as an agent_reply (no tick), so later
+        activations see what the agent told the user, and can retire it like anything else."""
+        meta = {"reply": ref, "activation": self.activation}
+        answer = Observation("agent_reply", self.result.reply or "", meta=meta)
+        events = await self.tc.in_thread(self.e.ctx.observe_batch, [answer], session=self.session)
+        self.result.events.extend(e.ref for e in events)
+
     async def _run_tool(self, call: ToolCall) -> tuple[Tool | None, ToolOutcome]:
+        """The call's outcome; ``ran`` is False for a call refused before its tool ran (unknown,
+        withdrawn in maintenance, malformed arguments, not approved): no real tool result."""
         tool: Tool | None = None
         try:
             tool = self.e.tools.get(call.name)
@@ -529,12 +541,17 @@ class _Run:
                     "are available until pressure is back to normal (the kernel's pressure "
                     "level)",
                     error=True,
+                    ran=False,
                 )
             args = parse_arguments(call.name, call.arguments)
             if not await self._authorised(tool, call, args):
-                return tool, ToolOutcome(f"{call.name} was not approved", error=True)
-            return tool, await run_guarded(tool, args, self.tc)
+                return tool, ToolOutcome(f"{call.name} was not approved", error=True, ran=False)
         except MorphzError as exc:
+            said = json.dumps({"ok": False, "error": exc.to_dict()})
+            return tool, ToolOutcome(said, error=True, ran=False)
+        try:
+            return tool, await run_guarded(tool, args, self.tc)
+        except MorphzError as exc:  # the tool ran and refused (a ToolError)
             return tool, ToolOutcome(json.dumps({"ok": False, "error": exc.to_dict()}), True)
 
     async def _authorised(self, tool: Tool, call: ToolCall, args: dict[str, Any]) -> bool:
@@ -569,8 +586,10 @@ class _Run:
             meta: dict[str, Any] = {"tool": valid_text(call.name), "call": valid_text(call.id)}
             meta["error"] = outcome.error
             batch.append(Observation(kind, valid_text(outcome.text), meta=meta))
-        if batch:
-            events = await self.tc.in_thread(self.e.ctx.observe_batch, batch, session=self.session)
+        if batch:  # calls that never ran are no real tool results: they do not tick
+            tick = any(outcome.ran for _, outcome in outcomes)
+            observe = self.e.ctx.observe_batch
+            events = await self.tc.in_thread(observe, batch, session=self.session, tick=tick)
             self.result.events.extend(e.ref for e in events)
 
     async def finish(self, state: str, reason: str | None) -> None:

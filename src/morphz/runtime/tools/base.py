@@ -78,6 +78,7 @@ class ToolOutcome:
     error: bool = False
     data: dict[str, Any] = field(default_factory=dict)
     delivered: str | None = None  # the ref of an observation the tool already appended
+    ran: bool = True  # False: refused before the tool ran (its result does not tick the clock)
 
 
 def valid_text(text: str) -> str:
