@@ -125,7 +125,7 @@ def test_a_search_cursor_follows_its_query_not_its_limit(tmp_path: Path) -> None
 
 
 # docs/ARCHITECTURE.md: store/ imports from above it only the pure layers, checks and owners;
-# mind and txlang import only each other, errors and ids.
+# mind and txlang import only each other, errors, ids and graphemes.
 STORE_MAY_USE = {
     "errors",
     "events",
@@ -136,8 +136,9 @@ STORE_MAY_USE = {
     "txlang",
     "checks",
     "owners",
+    "graphemes",
 }
-PURE_MAY_USE = {"errors", "ids", "mind", "txlang"}
+PURE_MAY_USE = {"errors", "ids", "mind", "txlang", "graphemes"}
 
 
 def _imports(path: Path) -> set[str]:

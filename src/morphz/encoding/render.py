@@ -53,6 +53,15 @@ def observation_state(obs: ActiveObservation, cited: int) -> str | None:
     return "(" + " ".join(parts) + ")"
 
 
+REASON_SHOWN = 200  # characters of a retiring frame's reason the mind region shows
+
+
+def _shown_reason(reason: str) -> str:
+    if len(reason) <= REASON_SHOWN:
+        return reason
+    return reason[: boundary(reason, REASON_SHOWN - 1, -1)] + "…"
+
+
 def frame(f: Frame, clock: int) -> str:
     """A frame in the mind region; ``(lifecycle ...)`` is stated only when it is not active."""
     parts = [f"(frame {f.id} (revision {f.revision})"]
@@ -61,8 +70,8 @@ def frame(f: Frame, clock: int) -> str:
     left = remaining_ticks(f, clock)
     if left is not None:
         parts.append(f"(remaining-ticks {left})")
-        if f.reason:
-            parts.append(f"(reason {quote(f.reason)})")
+        if f.reason:  # shown up to REASON_SHOWN characters (the whole one is in its tx event)
+            parts.append(f"(reason {quote(_shown_reason(f.reason))})")
     if f.protected:
         parts.append("(protected)")
     if f.sources:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from morphz.graphemes import wide_characters
 from morphz.mind.state import Changes, Frame, MindView, ObsState, OpEffect, SessionState
 
 DEFAULT_WINDOW = 8
@@ -41,9 +42,17 @@ def estimate_tokens(chars: int) -> int:
 
 
 def frame_tokens(frame: Frame) -> int:
+    """About four characters per token, a wide character (CJK, kana, hangul, emoji) one each,
+    as the encoding's estimate counts them (encoding.tokens.estimate_tokens), computed without
+    building the text: every frame effect and the kept total count it."""
     sources = frame.sources  # each source counts its length and one separator
     size = len(frame.id) + len(frame.body) + sum(map(len, sources)) + len(sources) + 32
-    return (size + 3) // 4  # estimate_tokens(size), inlined: every frame effect counts
+    wide = 0
+    if not frame.body.isascii():
+        wide += wide_characters(frame.body)
+    if not frame.id.isascii():  # ids of letters: any script
+        wide += wide_characters(frame.id)
+    return (size - wide + 3) // 4 + wide
 
 
 def view_tokens(frame: Frame | None) -> int:
@@ -67,10 +76,14 @@ def shown_chars(chars: int, threshold: int = DEFAULT_PREVIEW_THRESHOLD) -> int:
     return min(HEAD_CHARS, threshold // 2) + min(TAIL_CHARS, threshold // 4) + PREVIEW_MARKER_CHARS
 
 
+OBSERVATION_FRAMING = 110  # characters: (observation @eN (kind K) (session S) (time "...") ...)
+
+
 def obs_tokens(obs: ObsState, threshold: int = DEFAULT_PREVIEW_THRESHOLD) -> int:
-    """What ``obs`` counts in the inbox: its text, or its preview when longer than
-    ``threshold`` (receipts state what retiring or restoring it changes in a request)."""
-    return estimate_tokens(shown_chars(obs.chars, threshold) + 24)
+    """What ``obs`` counts in the inbox: its entry's framing and text, or its preview when
+    longer than ``threshold`` (receipts state what retiring or restoring it changes in a
+    request). The text's characters count four to a token (the store keeps their number only)."""
+    return estimate_tokens(shown_chars(obs.chars, threshold) + OBSERVATION_FRAMING)
 
 
 def remaining_ticks(frame: Frame, clock: int) -> int | None:

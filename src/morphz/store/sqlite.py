@@ -110,6 +110,7 @@ def _exact_event_times(conn: sqlite3.Connection) -> None:
 _AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
     9: _count_frame_tokens,
     11: _exact_event_times,
+    12: _count_frame_tokens,
 }
 
 
