@@ -892,7 +892,6 @@ def _refused_or_fits(ctx: morphz.Context, ops: str, reason: str | None = None) -
     )
 
 
-@pytest.mark.xfail(strict=True, reason="known gap, docs/decisions.md: Token accounting gaps left")
 def test_relations_can_push_the_mind_past_critical_without_a_budget_refusal(
     ctx: morphz.Context,
 ) -> None:

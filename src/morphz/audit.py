@@ -18,7 +18,8 @@ from morphz.mind import (
     ensure_session,
     finalize_due,
 )
-from morphz.mind.lifecycle import view_tokens
+from morphz.mind.lifecycle import edge_tokens, view_tokens
+from morphz.mind.lifecycle import in_view as in_view_frame
 from morphz.mind.state import ObsState
 from morphz.recall.documents import event_text, time_us
 from morphz.results import AuditReport
@@ -193,7 +194,9 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
     if (stored_sources := set(r.frame_sources())) != cited:
         missing, extra = sorted(cited - stored_sources), sorted(stored_sources - cited)
         out.add(f"frame sources: missing {missing[:5]}, not in the replay {extra[:5]}")
-    in_view = sum(map(view_tokens, state.frames_by_id.values()))
+    frames = state.frames_by_id
+    in_view = sum(map(view_tokens, frames.values()))
+    in_view += sum(edge_tokens(e) for e in state.edge_set if in_view_frame(frames.get(e[0])))
     if (stored_tokens := r.active.frame_tokens()) != in_view:
         out.add(f"frame tokens in view: replay {in_view}, stored {stored_tokens}")
     snapshots = {s.name: s for s in r.snapshots()}

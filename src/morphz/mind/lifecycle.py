@@ -55,6 +55,18 @@ def frame_tokens(frame: Frame) -> int:
     return (size - wide + 3) // 4 + wide
 
 
+def edge_tokens(edge: tuple[str, str, str]) -> int:
+    """What a relation counts in the mind region while its subject is in view: `` (S R O)``."""
+    size = sum(map(len, edge)) + 5
+    wide = sum(wide_characters(part) for part in edge if not part.isascii())
+    return (size - wide + 3) // 4 + wide
+
+
+def in_view(frame: Frame | None) -> bool:
+    """Whether ``frame`` is shown in the mind region (active or retiring)."""
+    return frame is not None and frame.lifecycle != "retired"
+
+
 def view_tokens(frame: Frame | None) -> int:
     """What ``frame`` counts among the frames in view: its tokens while active or retiring, 0
     once retired or gone (receipts, the store's kept total and the audit all count so)."""

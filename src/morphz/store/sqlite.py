@@ -28,7 +28,7 @@ from morphz.errors import (
     StoreBusyError,
     StoreError,
 )
-from morphz.mind.lifecycle import view_tokens
+from morphz.mind.lifecycle import edge_tokens, view_tokens
 from morphz.mind.state import GENESIS_HEAD
 from morphz.recall.documents import time_us
 from morphz.store.base import ContextRow
@@ -91,6 +91,12 @@ def _count_frame_tokens(conn: sqlite3.Connection) -> None:
     rows = conn.execute(f"SELECT context_id, {FRAME_COLS} FROM frames WHERE lifecycle <> 'retired'")
     for context_id, *frame in rows:
         totals[context_id] = totals.get(context_id, 0) + view_tokens(frame_from_row(frame))
+    shown = conn.execute(  # the relations whose subject is in view (0012 on)
+        "SELECT r.context_id, r.subject, r.relation, r.object FROM relations r JOIN frames f "
+        "ON f.context_id = r.context_id AND f.frame_id = r.subject WHERE f.lifecycle <> 'retired'"
+    )
+    for context_id, *edge in shown:
+        totals[context_id] = totals.get(context_id, 0) + edge_tokens((edge[0], edge[1], edge[2]))
     conn.executemany("INSERT INTO frame_tokens (context_id, n) VALUES (?, ?)", totals.items())
 
 

@@ -105,8 +105,9 @@ class SqliteActive:
         return [frame_from_row(r) for r in rows]
 
     def frame_tokens(self) -> int:
-        """The estimated tokens of the frames in view (mind.lifecycle.frame_tokens, summed), as
-        write_changes keeps the total (migration 0009)."""
+        """The estimated tokens of the frames in view and of their relations
+        (mind.lifecycle.view_tokens and edge_tokens, summed), as write_changes keeps the total
+        (migrations 0009 and 0012)."""
         row = self.conn.execute(
             "SELECT n FROM frame_tokens WHERE context_id = ?", (self.cid,)
         ).fetchone()

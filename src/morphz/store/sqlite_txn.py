@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from morphz.events import Event, make_event
-from morphz.mind.lifecycle import view_tokens
+from morphz.mind.lifecycle import edge_tokens, in_view, view_tokens
 from morphz.mind.state import Changes, Edge, Frame, ObsState, SessionState, Snapshot
 from morphz.recall.documents import time_us
 from morphz.store.base import ActivationRow, ContextRow, SessionRow
@@ -425,15 +425,19 @@ class SqliteWrite(SqliteRead):
     def write_changes(self, changes: Changes, commit_version: int | None, seq: int) -> int:
         """Write the rows ``changes`` changes, one statement per table and kind of change where
         it can (the rows of one kind are distinct keys, so their order does not matter).
-        Returns how many estimated tokens the frames in view gained (negative: lost)."""
+        Returns how many estimated tokens the frames in view and their relations gained
+        (negative: lost); the context's kept total moves by as much."""
         cid, conn = self.cid, self.conn
         tokens = 0
+        flips: dict[str, tuple[bool, bool]] = {}  # frames whose visibility changed
         if changes.frames:
             cache, upserts, deletes = self._frames, [], []
             for fid, frame in changes.frames.items():
                 old = cache[fid] if fid in cache else self.frame(fid)
                 cache[fid] = frame
                 tokens += view_tokens(frame) - view_tokens(old)
+                if in_view(old) != in_view(frame):
+                    flips[fid] = (in_view(old), in_view(frame))
                 if old is None or frame is None or old.sources != frame.sources:
                     self._write_sources(fid, old, frame)
                 if frame is None:
@@ -450,12 +454,8 @@ class SqliteWrite(SqliteRead):
                     "VALUES (?,?,?,?,?,?,?,?,?,?)",
                     upserts,
                 )
-            if tokens:
-                conn.execute(
-                    "INSERT INTO frame_tokens (context_id, n) VALUES (?, ?) "
-                    "ON CONFLICT (context_id) DO UPDATE SET n = n + excluded.n",
-                    (cid, tokens),
-                )
+        if flips or changes.edges:
+            tokens += self._edge_tokens(changes.edges, flips)
         if changes.edges:
             added = [(cid, *e) for e, present in changes.edges.items() if present]
             removed = [(cid, *e) for e, present in changes.edges.items() if not present]
@@ -467,6 +467,12 @@ class SqliteWrite(SqliteRead):
                     "AND relation = ? AND object = ?",
                     removed,
                 )
+        if tokens:
+            conn.execute(
+                "INSERT INTO frame_tokens (context_id, n) VALUES (?, ?) "
+                "ON CONFLICT (context_id) DO UPDATE SET n = n + excluded.n",
+                (cid, tokens),
+            )
         if changes.observations:
             conn.executemany(
                 "INSERT OR REPLACE INTO observations VALUES (?,?,?,?,?,?)",
@@ -490,6 +496,38 @@ class SqliteWrite(SqliteRead):
                 [(cid, b, commit_version) for b in changes.written],
             )
         return tokens
+
+    def _edge_tokens(self, edges: dict[Edge, bool], flips: dict[str, tuple[bool, bool]]) -> int:
+        """How the tokens of the relations in view move: those of frames that came into or
+        left view, and those added or removed (read before the edges are written)."""
+        tokens = 0
+        for fid, (before, after) in flips.items():
+            for edge in self._edges_from(fid):
+                if edge not in edges:
+                    tokens += edge_tokens(edge) * (int(after) - int(before))
+        for edge, present in edges.items():
+            existed = self._edge_exists(edge)
+            before, after = flips.get(edge[0]) or (self._shown(edge[0]),) * 2
+            tokens += edge_tokens(edge) * (int(present and after) - int(existed and before))
+        return tokens
+
+    def _edges_from(self, subject: str) -> list[Edge]:
+        rows = self.conn.execute(
+            "SELECT subject, relation, object FROM relations WHERE context_id = ? AND subject = ?",
+            (self.cid, subject),
+        )
+        return [(s, r, o) for s, r, o in rows]
+
+    def _edge_exists(self, edge: Edge) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM relations WHERE context_id = ? AND subject = ? AND relation = ? "
+            "AND object = ?",
+            (self.cid, *edge),
+        ).fetchone()
+        return row is not None
+
+    def _shown(self, fid: str) -> bool:
+        return in_view(self._frames[fid] if fid in self._frames else self.frame(fid))
 
     def _write_sources(self, fid: str, old: Frame | None, new: Frame | None) -> None:
         before = set(old.sources) if old is not None else set()
