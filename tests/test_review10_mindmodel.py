@@ -981,3 +981,18 @@ def test_a_receipt_counts_an_observation_as_the_inbox_shows_it(ctx: morphz.Conte
     receipt = _tx(ctx, f"(retire {refs})", "read")
     freed = before - _region_tokens(ctx, "inbox")
     assert abs(receipt.tokens_immediate - freed) <= 10, (receipt.tokens_immediate, freed)
+
+
+def test_a_relate_receipt_states_what_the_relation_adds_to_the_mind(ctx: morphz.Context) -> None:
+    """A relation between long ids adds its `(S R O)` to the mind region; the receipt said 2
+    tokens whatever its length (tenth session: it states the relation's estimate, and an
+    unrelate gives it back)."""
+    subject, obj = "s/" + "x" * 120, "o/" + "y" * 120
+    _tx(ctx, f"(create {subject} (fact (n 1))) (create {obj} (fact (n 2)))")
+    before = _mind_tokens(ctx)
+    related = _tx(ctx, f"(relate {subject} depends-on {obj})")
+    grew = _mind_tokens(ctx) - before
+    assert grew > 50 and abs(related.tokens_immediate + grew) <= 3, (related.tokens_immediate, grew)
+    unrelated = _tx(ctx, f"(unrelate {subject} depends-on {obj})", "no longer")
+    assert unrelated.tokens_immediate == -related.tokens_immediate
+    assert _mind_tokens(ctx) == before

@@ -18,7 +18,9 @@ from morphz.ids import ref_seq
 from morphz.mind.conflicts import edge_key
 from morphz.mind.lifecycle import (
     DEFAULT_PREVIEW_THRESHOLD,
+    edge_tokens,
     frame_tokens,
+    in_view,
     obs_tokens,
     remaining_ticks,
     view_tokens,
@@ -340,7 +342,7 @@ def _relate(a: _Apply, op: o.Relate) -> None:
         )
     a.changes.edges[edge] = True
     a.changes.written.add(edge_key(*edge))
-    a.effect(" ".join(edge), "related", immediate=-2)
+    a.effect(" ".join(edge), "related", immediate=-_shown_edge(a, edge))
 
 
 def _unrelate(a: _Apply, op: o.Unrelate) -> None:
@@ -352,7 +354,12 @@ def _unrelate(a: _Apply, op: o.Unrelate) -> None:
         )
     a.changes.edges[edge] = False
     a.changes.written.add(edge_key(*edge))
-    a.effect(" ".join(edge), "unrelated", immediate=2)
+    a.effect(" ".join(edge), "unrelated", immediate=_shown_edge(a, edge))
+
+
+def _shown_edge(a: _Apply, edge: Edge) -> int:
+    """What ``edge`` counts in the mind region: its tokens while its subject is in view."""
+    return edge_tokens(edge) if in_view(a.view.frame(edge[0])) else 0
 
 
 def _place(a: _Apply, op: o.Place) -> None:
