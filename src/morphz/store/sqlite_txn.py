@@ -506,7 +506,7 @@ class SqliteWrite(SqliteRead):
                 if edge not in edges:
                     tokens += edge_tokens(edge) * (int(after) - int(before))
         for edge, present in edges.items():
-            existed = self._edge_exists(edge)
+            existed = self.has_edge(edge)
             before, after = flips.get(edge[0]) or (self._shown(edge[0]),) * 2
             tokens += edge_tokens(edge) * (int(present and after) - int(existed and before))
         return tokens
@@ -517,14 +517,6 @@ class SqliteWrite(SqliteRead):
             (self.cid, subject),
         )
         return [(s, r, o) for s, r, o in rows]
-
-    def _edge_exists(self, edge: Edge) -> bool:
-        row = self.conn.execute(
-            "SELECT 1 FROM relations WHERE context_id = ? AND subject = ? AND relation = ? "
-            "AND object = ?",
-            (self.cid, *edge),
-        ).fetchone()
-        return row is not None
 
     def _shown(self, fid: str) -> bool:
         return in_view(self._frames[fid] if fid in self._frames else self.frame(fid))
