@@ -20,6 +20,7 @@ from morphz import events as ev
 from morphz.checks import check_text
 from morphz.errors import HistoryImportError, InputError, MorphzError
 from morphz.mind import OBSERVATION_KINDS, Changes, Overlay, chain_head, ensure_session
+from morphz.mind.lifecycle import CLOCK_KINDS
 from morphz.mind.state import ObsState
 from morphz.recall import maintain
 from morphz.store.base import WriteTxn
@@ -87,6 +88,8 @@ def append(
     view = Overlay(w, merged)
     head, seq, clock = row.head, row.last_seq, row.clock
     out: list[ev.Event] = []
+    # the "(ticked)" marker goes on the observation that ticks: the first of a clock kind
+    marker = next((i for i, item in enumerate(batch) if item.kind in CLOCK_KINDS), 0)
     for index, item in enumerate(batch):
         seq += 1
         changes = Changes()
@@ -95,11 +98,11 @@ def append(
         obs = ObsState(seq, item.kind, "active", False, len(item.text))
         changes.observations[seq] = obs
         merged.observations[seq] = obs
-        if tick and index == 0:
+        if tick and index == 0:  # the new clock from the batch's first event on (the replay's)
             clock += 1
             changes.clock = clock
         head = chain_head(head, changes)
-        payload = {"tick": True} if changes.clock is not None else None
+        payload = {"tick": True} if tick and index == marker else None
         out.append(
             ev.Event(
                 row.context_id,

@@ -306,6 +306,8 @@ def _stopped_like_ctrl_c() -> Iterator[None]:
         yield  # signal handlers belong to the main thread (a host running us in a thread)
         return
     wanted = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+    # a signal the parent set to be ignored (nohup) stays ignored
+    wanted = [sig for sig in wanted if signal.getsignal(sig) is signal.SIG_DFL]
     before = {sig: signal.signal(sig, _as_sigint) for sig in wanted}
     try:
         yield

@@ -84,7 +84,8 @@ async def _recall(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     op: Any = args.get("op")  # any JSON value until checked
     if not isinstance(op, str) or op not in _RECALL_PARAMS:
         raise ToolError("recall needs op: search, read or frame")
-    unknown = set(args) - {"op", *_RECALL_PARAMS[op]}
+    given = {k for k, v in args.items() if v is not None}  # null: not given (strict calling)
+    unknown = given - {"op", *_RECALL_PARAMS[op]}
     if unknown:
         raise ToolError(f"recall op={op} does not take {sorted(unknown)}")
     params = _recall_params(op, {k: v for k, v in args.items() if k != "op" and v is not None})

@@ -45,6 +45,7 @@ from morphz.encoding.prefix import PrefixMeter, request_text
 from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens, exact_counter
 from morphz.errors import InputError, MorphzError
 from morphz.ids import ref_seq
+from morphz.mind.lifecycle import CLOCK_KINDS
 from morphz.observe import Observation
 from morphz.runtime.costs import directory_allowance, observation_costs, output_tokens
 from morphz.runtime.models.base import (
@@ -59,6 +60,7 @@ from morphz.runtime.models.retry import BACKOFF, refused_share
 from morphz.runtime.models.sdk import PREAMBLE
 from morphz.runtime.requests import FRAMING, MESSAGE_TOKENS, Answered, RequestSequence
 from morphz.runtime.tools.base import (
+    ArgumentError,
     Tool,
     ToolContext,
     ToolOutcome,
@@ -508,6 +510,8 @@ class _Run:
         if not response.tool_calls:
             if response.text is None or not response.text.strip():
                 said = "the model returned neither a reply (empty or only blanks) nor tool calls"
+                if response.cut:
+                    said += ": the model's output limit cut it (raise max_output_tokens)"
                 await self.finish("failed", said)
                 return True
             self.result.reply = valid_text(response.text)
@@ -551,8 +555,9 @@ class _Run:
             return tool, ToolOutcome(said, error=True, ran=False)
         try:
             return tool, await run_guarded(tool, args, self.tc)
-        except MorphzError as exc:  # the tool ran and refused (a ToolError)
-            return tool, ToolOutcome(json.dumps({"ok": False, "error": exc.to_dict()}), True)
+        except MorphzError as exc:  # the tool refused: its arguments (it never ran) or its work
+            said = json.dumps({"ok": False, "error": exc.to_dict()})
+            return tool, ToolOutcome(said, True, ran=not isinstance(exc, ArgumentError))
 
     async def _authorised(self, tool: Tool, call: ToolCall, args: dict[str, Any]) -> bool:
         if tool.policy == "allow":
@@ -587,7 +592,11 @@ class _Run:
             meta["error"] = outcome.error
             batch.append(Observation(kind, valid_text(outcome.text), meta=meta))
         if batch:  # calls that never ran are no real tool results: they do not tick
-            tick = any(outcome.ran for _, outcome in outcomes)
+            tick = any(
+                outcome.ran and result_kind(tool) in CLOCK_KINDS
+                for tool, outcome in outcomes
+                if outcome.delivered is None
+            )
             observe = self.e.ctx.observe_batch
             events = await self.tc.in_thread(observe, batch, session=self.session, tick=tick)
             self.result.events.extend(e.ref for e in events)

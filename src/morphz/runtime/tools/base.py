@@ -38,6 +38,10 @@ class ToolError(InputError):
     code = "tool"
 
 
+class ArgumentError(ToolError):
+    """A call whose arguments break the tool's schema: refused before the tool ran."""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     ctx: Context

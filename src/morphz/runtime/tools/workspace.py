@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from morphz.runtime.models.base import ToolSchema
-from morphz.runtime.tools.base import Policy, Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.base import (
+    ArgumentError,
+    Policy,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutcome,
+)
 from morphz.runtime.tools.paths import (
     READ_MAX_CHARS,
     SEARCH_MAX_FILE_BYTES,
@@ -96,10 +103,10 @@ def parse_args(tool: str, args: dict[str, Any], schema: dict[str, Any]) -> dict[
     props: dict[str, dict[str, Any]] = schema["properties"]
     unknown = sorted(set(args) - set(props))
     if unknown:
-        raise ToolError(f"{tool}: unknown argument(s) {unknown}; it takes {sorted(props)}")
+        raise ArgumentError(f"{tool}: unknown argument(s) {unknown}; it takes {sorted(props)}")
     missing = [name for name in schema["required"] if args.get(name) is None]
     if missing:  # null is no value (strict function calling sends every argument, as null)
-        raise ToolError(f"{tool}: missing required argument(s) {missing} (null counts as none)")
+        raise ArgumentError(f"{tool}: missing required argument(s) {missing} (null counts as none)")
     out: dict[str, Any] = {}
     for name, spec in props.items():
         value = args.get(name)
@@ -109,23 +116,27 @@ def parse_args(tool: str, args: dict[str, Any], schema: dict[str, Any]) -> dict[
         if kind == "integer" and isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, float) and not math.isfinite(value):
-            raise ToolError(f"{tool}: argument {name!r} must be a finite number, not {value}")
+            raise ArgumentError(f"{tool}: argument {name!r} must be a finite number, not {value}")
         if isinstance(value, str) and (problem := unicode_problem(value)) is not None:
-            raise ToolError(f"{tool}: argument {name!r}: {problem[1]}")
+            raise ArgumentError(f"{tool}: argument {name!r}: {problem[1]}")
         if value is not None and not _of_type(value, spec):
-            raise ToolError(f"{tool}: argument {name!r} must be {_kind(spec)}, not {value!r:.60}")
+            raise ArgumentError(
+                f"{tool}: argument {name!r} must be {_kind(spec)}, not {value!r:.60}"
+            )
         if value is not None and "enum" in spec and value not in spec["enum"]:
-            raise ToolError(f"{tool}: argument {name!r} must be one of {spec['enum']}")
+            raise ArgumentError(f"{tool}: argument {name!r} must be one of {spec['enum']}")
         lo, hi, above = spec.get("minimum"), spec.get("maximum"), spec.get("exclusiveMinimum")
         if value is not None and kind in ("integer", "number"):
             if (lo is not None and value < lo) or (hi is not None and value > hi):
-                raise ToolError(f"{tool}: argument {name!r} must be in [{lo}, {hi}], not {value}")
+                raise ArgumentError(
+                    f"{tool}: argument {name!r} must be in [{lo}, {hi}], not {value}"
+                )
             if above is not None and value <= above:
-                raise ToolError(f"{tool}: argument {name!r} must be more than {above}")
+                raise ArgumentError(f"{tool}: argument {name!r} must be more than {above}")
         if isinstance(value, str) and len(value) < spec.get("minLength", 0):
-            raise ToolError(f"{tool}: argument {name!r} must not be empty")
+            raise ArgumentError(f"{tool}: argument {name!r} must not be empty")
         if isinstance(value, str) and not re.fullmatch(spec.get("pattern", ".*"), value, re.S):
-            raise ToolError(f"{tool}: argument {name!r} is malformed: {spec['description']}")
+            raise ArgumentError(f"{tool}: argument {name!r} is malformed: {spec['description']}")
         out[name] = value
     return out
 
