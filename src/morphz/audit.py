@@ -18,7 +18,7 @@ from morphz.mind import (
     ensure_session,
     finalize_due,
 )
-from morphz.mind.lifecycle import edge_tokens, view_tokens
+from morphz.mind.lifecycle import edge_tokens, kept_tokens
 from morphz.mind.lifecycle import in_view as in_view_frame
 from morphz.mind.state import ObsState
 from morphz.recall.documents import event_text, time_us
@@ -195,7 +195,7 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
         missing, extra = sorted(cited - stored_sources), sorted(stored_sources - cited)
         out.add(f"frame sources: missing {missing[:5]}, not in the replay {extra[:5]}")
     frames = state.frames_by_id
-    in_view = sum(map(view_tokens, frames.values()))
+    in_view = sum(map(kept_tokens, frames.values()))
     in_view += sum(edge_tokens(e) for e in state.edge_set if in_view_frame(frames.get(e[0])))
     if (stored_tokens := r.active.frame_tokens()) != in_view:
         out.add(f"frame tokens in view: replay {in_view}, stored {stored_tokens}")

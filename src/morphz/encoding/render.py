@@ -9,6 +9,7 @@ from morphz.ids import make_ref
 from morphz.mind.lifecycle import (
     DEFAULT_PREVIEW_THRESHOLD,
     HEAD_CHARS,
+    REASON_SHOWN,
     TAIL_CHARS,
     remaining_ticks,
 )
@@ -51,9 +52,6 @@ def observation_state(obs: ActiveObservation, cited: int) -> str | None:
     if cited:
         parts.append(f"(cited-by {cited})")
     return "(" + " ".join(parts) + ")"
-
-
-REASON_SHOWN = 200  # characters of a retiring frame's reason the mind region shows
 
 
 def _shown_reason(reason: str) -> str:

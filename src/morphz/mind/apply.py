@@ -19,6 +19,7 @@ from morphz.mind.conflicts import edge_key
 from morphz.mind.lifecycle import (
     DEFAULT_PREVIEW_THRESHOLD,
     edge_tokens,
+    edges_tokens,
     frame_tokens,
     in_view,
     obs_tokens,
@@ -433,7 +434,9 @@ def _rollback(a: _Apply, op: o.Rollback) -> None:
     clock = a.view.clock
     target = {f.id: _finalized_if_due(f, clock) for f in snap.frames}
     freed = pending = 0  # the token effect: frames in view, and retirements pending
-    for frame in list(a.view.frames()):
+    current = list(a.view.frames())
+    shown_before = {f.id for f in current if in_view(f)}
+    for frame in current:
         if frame.id not in target:
             freed += view_tokens(frame)
             pending -= _pending(frame)
@@ -445,8 +448,12 @@ def _rollback(a: _Apply, op: o.Rollback) -> None:
             freed += view_tokens(old) - view_tokens(frame)
             pending += _pending(frame) - _pending(old)
             a.put_frame(frame, True, True)
-    wanted = set(snap.edges)
-    for edge in list(a.view.edges()):
+    wanted, edges = set(snap.edges), list(a.view.edges())
+    # the relations in view: those of frames in view before, against those of the snapshot's
+    shown_after = {fid for fid, frame in target.items() if in_view(frame)}
+    freed += edges_tokens(e for e in edges if e[0] in shown_before)
+    freed -= edges_tokens(e for e in snap.edges if e[0] in shown_after)
+    for edge in edges:
         if edge not in wanted:
             a.changes.edges[edge] = False
             a.changes.written.add(edge_key(*edge))

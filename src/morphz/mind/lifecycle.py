@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from morphz.graphemes import wide_characters
 from morphz.mind.state import Changes, Frame, MindView, ObsState, OpEffect, SessionState
 
@@ -52,19 +54,42 @@ def frame_tokens(frame: Frame) -> int:
         wide += wide_characters(frame.body)
     if not frame.id.isascii():  # ids of letters: any script
         wide += wide_characters(frame.id)
+    wide += sum(wide_characters(src) for src in sources if not src.isascii())
     return (size - wide + 3) // 4 + wide
 
 
 def edge_tokens(edge: tuple[str, str, str]) -> int:
     """What a relation counts in the mind region while its subject is in view: `` (S R O)``."""
-    size = sum(map(len, edge)) + 5
-    wide = sum(wide_characters(part) for part in edge if not part.isascii())
+    return edges_tokens([edge])
+
+
+def edges_tokens(edges: Iterable[tuple[str, str, str]]) -> int:
+    """What ``edges`` count together in the mind region (estimated as one text)."""
+    size = wide = 0
+    for edge in edges:
+        size += sum(map(len, edge)) + 5
+        wide += sum(wide_characters(part) for part in edge if not part.isascii())
     return (size - wide + 3) // 4 + wide
 
 
 def in_view(frame: Frame | None) -> bool:
     """Whether ``frame`` is shown in the mind region (active or retiring)."""
     return frame is not None and frame.lifecycle != "retired"
+
+
+RETIRING_MARKS = 50  # characters of (lifecycle retiring) (remaining-ticks N) (reason "")
+REASON_SHOWN = 200  # characters of a retiring frame's reason the mind region shows
+
+
+def kept_tokens(frame: Frame | None) -> int:
+    """What ``frame`` counts in the kept total of the frames in view (the `budget` refusal's
+    measure): its tokens, and while it retires the marks the mind region shows with it."""
+    tokens = view_tokens(frame)
+    if frame is None or frame.lifecycle != "retiring":
+        return tokens
+    reason = (frame.reason or "")[:REASON_SHOWN]
+    wide = 0 if reason.isascii() else wide_characters(reason)
+    return tokens + (RETIRING_MARKS + len(reason) - wide + 3) // 4 + wide
 
 
 def view_tokens(frame: Frame | None) -> int:

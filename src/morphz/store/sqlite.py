@@ -28,7 +28,7 @@ from morphz.errors import (
     StoreBusyError,
     StoreError,
 )
-from morphz.mind.lifecycle import edge_tokens, view_tokens
+from morphz.mind.lifecycle import edge_tokens, kept_tokens
 from morphz.mind.state import GENESIS_HEAD
 from morphz.recall.documents import time_us
 from morphz.store.base import ContextRow
@@ -90,7 +90,7 @@ def _count_frame_tokens(conn: sqlite3.Connection) -> None:
     totals: dict[str, int] = {}
     rows = conn.execute(f"SELECT context_id, {FRAME_COLS} FROM frames WHERE lifecycle <> 'retired'")
     for context_id, *frame in rows:
-        totals[context_id] = totals.get(context_id, 0) + view_tokens(frame_from_row(frame))
+        totals[context_id] = totals.get(context_id, 0) + kept_tokens(frame_from_row(frame))
     shown = conn.execute(  # the relations whose subject is in view (0012 on)
         "SELECT r.context_id, r.subject, r.relation, r.object FROM relations r JOIN frames f "
         "ON f.context_id = r.context_id AND f.frame_id = r.subject WHERE f.lifecycle <> 'retired'"
@@ -417,7 +417,8 @@ class SqliteStore:
             if not nested:
                 conn.execute("BEGIN")
             try:
-                yield SqliteRead(conn, self._row(conn, context_id))
+                yield SqliteRead(conn, self._nested_row(conn, context_id) if nested else
+                                 self._row(conn, context_id))  # fmt: skip
             finally:
                 if conn.in_transaction and not nested:
                     conn.execute("COMMIT")
@@ -430,6 +431,18 @@ class SqliteStore:
             raise StoreError(f"read from {self.path} failed: {exc}") from exc
         except UnicodeEncodeError as exc:
             raise not_unicode(exc, "text given to the store") from exc
+
+    def _nested_row(self, conn: sqlite3.Connection, context_id: str) -> ContextRow:
+        """The context's row for a read inside a read on this thread: that read's snapshot,
+        which cannot see what was written since it began."""
+        try:
+            return self._row(conn, context_id)
+        except ContextNotFoundError as exc:
+            raise StoreError(
+                f"no context '{context_id}' in the snapshot of the read this one runs inside "
+                "(a callback of an audit, on this thread): it may have been created since; "
+                "read it after the outer read ends"
+            ) from exc
 
     def integrity_check(self) -> list[str]:
         rows = self._query("PRAGMA integrity_check", "check integrity")

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from morphz.events import Event, make_event
-from morphz.mind.lifecycle import edge_tokens, in_view, view_tokens
+from morphz.mind.lifecycle import edge_tokens, in_view, kept_tokens, view_tokens
 from morphz.mind.state import Changes, Edge, Frame, ObsState, SessionState, Snapshot
 from morphz.recall.documents import time_us
 from morphz.store.base import ActivationRow, ContextRow, SessionRow
@@ -425,17 +425,20 @@ class SqliteWrite(SqliteRead):
     def write_changes(self, changes: Changes, commit_version: int | None, seq: int) -> int:
         """Write the rows ``changes`` changes, one statement per table and kind of change where
         it can (the rows of one kind are distinct keys, so their order does not matter).
-        Returns how many estimated tokens the frames in view and their relations gained
-        (negative: lost); the context's kept total moves by as much."""
+        Moves the context's kept total (frames in view, their retiring marks and relations) and
+        returns how much the frames and relations in view grew, marks aside: a retirement with a
+        long reason is no growth to refuse (maintenance must always commit)."""
         cid, conn = self.cid, self.conn
-        tokens = 0
+        tokens = marks = 0
         flips: dict[str, tuple[bool, bool]] = {}  # frames whose visibility changed
         if changes.frames:
             cache, upserts, deletes = self._frames, [], []
             for fid, frame in changes.frames.items():
                 old = cache[fid] if fid in cache else self.frame(fid)
                 cache[fid] = frame
-                tokens += view_tokens(frame) - view_tokens(old)
+                kept = kept_tokens(frame) - kept_tokens(old)
+                shown = view_tokens(frame) - view_tokens(old)
+                tokens, marks = tokens + kept, marks + kept - shown
                 if in_view(old) != in_view(frame):
                     flips[fid] = (in_view(old), in_view(frame))
                 if old is None or frame is None or old.sources != frame.sources:
@@ -473,6 +476,7 @@ class SqliteWrite(SqliteRead):
                 "ON CONFLICT (context_id) DO UPDATE SET n = n + excluded.n",
                 (cid, tokens),
             )
+        tokens -= marks
         if changes.observations:
             conn.executemany(
                 "INSERT OR REPLACE INTO observations VALUES (?,?,?,?,?,?)",
