@@ -21,7 +21,7 @@ from morphz.mind import (
 from morphz.mind.lifecycle import edge_tokens, kept_tokens
 from morphz.mind.lifecycle import in_view as in_view_frame
 from morphz.mind.state import ObsState
-from morphz.recall.documents import event_text, time_us
+from morphz.recall.documents import NOT_INDEXED_KINDS, time_us
 from morphz.results import AuditReport
 from morphz.store.base import ReadTxn, Store
 from morphz.txlang import read_tx
@@ -118,8 +118,15 @@ def _note_order(state: MindState, event: ev.Event, out: _Report) -> None:
         out.add(f"{event.ref}: follows @e{state.last_seq}: events are missing from the log")
     state.note_event(event.seq)
     out.note_session(event)
-    if event_text(event.kind, event.text, event.payload) is not None:
+    kind = event.kind  # recall.documents.event_text's rule, without building the text
+    if kind in _TEXT_DOCUMENTS:
+        out.documents += bool(event.text)
+    elif kind == ev.TX_COMMITTED and (event.payload or {}).get("reason"):
         out.documents += 1
+
+
+# the kinds whose text, when not empty, is a recall document (event_text)
+_TEXT_DOCUMENTS = (OBSERVATION_KINDS - NOT_INDEXED_KINDS) | {ev.MODEL_REPLY}
 
 
 def _note_activation(event: ev.Event, out: _Report) -> None:
