@@ -114,11 +114,12 @@ def test_a_rollback_receipt_states_the_relations_it_takes_out_of_the_mind(
     says ``tokens_immediate`` 0 (and rolling forward again, growing it by as much, also 0).
     This is not the documented gap (relations a *frame's* retire or restore hides or shows).
 
-    Expected: the receipt's immediate figure matches the mind region's change within a few
-    tokens (the relations' ``edge_tokens`` are added to ``freed``)."""
+    Expected: the receipt's immediate figure matches the mind region's change within the
+    rounding of each relation's estimate (the relations' ``edge_tokens`` are added to ``freed``,
+    each rounded up as the kept total and a relate's receipt count them: under a token each)."""
     freed, receipt = _related_then_rolled_back(ctx)
     assert freed > 1000
-    assert abs(receipt.tokens_immediate - freed) <= 10, (receipt.tokens_immediate, freed)
+    assert 0 <= receipt.tokens_immediate - freed <= 30, (receipt.tokens_immediate, freed)
 
 
 def test_a_budget_refusal_of_a_rollback_names_the_rollback(ctx: morphz.Context) -> None:

@@ -30,7 +30,7 @@ from morphz import events as ev
 from morphz.capacity import Budget
 from morphz.encoding.tokens import estimate_tokens
 from morphz.interfaces.cli_agent import build_tools
-from morphz.runtime import engine as engine_module
+from morphz.runtime import batches as batches_module
 from morphz.runtime.config import Settings
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
 from morphz.runtime.models.base import (
@@ -606,12 +606,12 @@ def test_a_batch_is_checked_against_the_hard_limit(
     import_history(ctx)
     budget = Budget(window=32_000, output_reserve=2_000, configured=8_000, reserve=1_000)
     ctx.set_budget(budget)
-    real = engine_module.observation_costs
+    real = batches_module.observation_costs
 
     def halved(encoding: Any, factor: float) -> dict[int, int]:
         return {seq: cost // 2 for seq, cost in real(encoding, factor).items()}
 
-    monkeypatch.setattr(engine_module, "observation_costs", halved)
+    monkeypatch.setattr(batches_module, "observation_costs", halved)
     requests: list[ModelRequest] = []
 
     def answer(request: ModelRequest) -> ModelResponse:

@@ -260,20 +260,28 @@ class Context:
         return self.observe_batch([Observation(kind, text, time, meta)], session=session)[0]
 
     def observe_batch(
-        self, items: Iterable[Observation], *, session: str = DEFAULT_SESSION, tick: bool = True
+        self,
+        items: Iterable[Observation],
+        *,
+        session: str = DEFAULT_SESSION,
+        tick: bool = True,
+        ticked: int | None = None,
     ) -> list[ev.Event]:
         """Append observations as one batch in one database transaction. The clock advances
         once if any of them ticks it (unless ``tick`` is False: a runtime's results of tool calls
-        that never ran), and due retirements are finalized in that same transaction."""
+        that never ran), and due retirements are finalized in that same transaction. ``ticked``:
+        the index of the item shown as the one that ticked (default: the first of a clock kind)."""
         if not isinstance(tick, bool):
             raise InputError(f"tick is True or False, not {tick!r}")
         batch = [appending.check(item) for item in items]
+        if ticked is not None and not (isinstance(ticked, int) and 0 <= ticked < len(batch)):
+            raise InputError(f"ticked is the index of an item of the batch, not {ticked!r}")
         if not batch:
             raise InputError("observe_batch needs at least one observation")
         check_id(session, "session id")
         recorded = self.db.timestamp()
         with self.db.store.write(self.id) as w:
-            return self._append(w, session, batch, recorded, tick)
+            return self._append(w, session, batch, recorded, tick, ticked=ticked)
 
     def _append(
         self,
@@ -282,10 +290,12 @@ class Context:
         batch: list[appending.Checked],
         recorded: str,
         may_tick: bool = True,
+        *,
+        ticked: int | None = None,
     ) -> list[ev.Event]:
         """Append ``batch`` inside the open write ``w`` (ticking and finalizing as it does)."""
         tick = may_tick and advances_clock([item.kind for item in batch])
-        out = appending.append(w, session, batch, recorded, tick)
+        out = appending.append(w, session, batch, recorded, tick, ticked=ticked)
         if tick:
             self._finalize(w, session, recorded)
         w.touch_session(session, w.row.last_seq, recorded)

@@ -79,7 +79,13 @@ def check(item: Observation) -> Checked:
 
 
 def append(
-    w: WriteTxn, session: str, batch: list[Checked], recorded: str, tick: bool
+    w: WriteTxn,
+    session: str,
+    batch: list[Checked],
+    recorded: str,
+    tick: bool,
+    *,
+    ticked: int | None = None,
 ) -> list[ev.Event]:
     """Append ``batch`` in ``session``; ``tick`` advances the clock with the first one, so
     every observation of the batch shows the same arrival tick."""
@@ -89,7 +95,11 @@ def append(
     head, seq, clock = row.head, row.last_seq, row.clock
     out: list[ev.Event] = []
     # the "(ticked)" marker goes on the observation that ticks: the first of a clock kind
-    marker = next((i for i, item in enumerate(batch) if item.kind in CLOCK_KINDS), 0)
+    marker = (
+        ticked
+        if ticked is not None
+        else next((i for i, item in enumerate(batch) if item.kind in CLOCK_KINDS), 0)
+    )
     for index, item in enumerate(batch):
         seq += 1
         changes = Changes()

@@ -19,7 +19,6 @@ from morphz.mind.conflicts import edge_key
 from morphz.mind.lifecycle import (
     DEFAULT_PREVIEW_THRESHOLD,
     edge_tokens,
-    edges_tokens,
     frame_tokens,
     in_view,
     obs_tokens,
@@ -451,8 +450,8 @@ def _rollback(a: _Apply, op: o.Rollback) -> None:
     wanted, edges = set(snap.edges), list(a.view.edges())
     # the relations in view: those of frames in view before, against those of the snapshot's
     shown_after = {fid for fid, frame in target.items() if in_view(frame)}
-    freed += edges_tokens(e for e in edges if e[0] in shown_before)
-    freed -= edges_tokens(e for e in snap.edges if e[0] in shown_after)
+    freed += sum(edge_tokens(e) for e in edges if e[0] in shown_before)  # as the kept total
+    freed -= sum(edge_tokens(e) for e in snap.edges if e[0] in shown_after)
     for edge in edges:
         if edge not in wanted:
             a.changes.edges[edge] = False

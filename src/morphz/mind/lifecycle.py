@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from morphz.graphemes import wide_characters
 from morphz.mind.state import Changes, Frame, MindView, ObsState, OpEffect, SessionState
 
@@ -60,15 +58,8 @@ def frame_tokens(frame: Frame) -> int:
 
 def edge_tokens(edge: tuple[str, str, str]) -> int:
     """What a relation counts in the mind region while its subject is in view: `` (S R O)``."""
-    return edges_tokens([edge])
-
-
-def edges_tokens(edges: Iterable[tuple[str, str, str]]) -> int:
-    """What ``edges`` count together in the mind region (estimated as one text)."""
-    size = wide = 0
-    for edge in edges:
-        size += sum(map(len, edge)) + 5
-        wide += sum(wide_characters(part) for part in edge if not part.isascii())
+    size = sum(map(len, edge)) + 5
+    wide = sum(wide_characters(part) for part in edge if not part.isascii())
     return (size - wide + 3) // 4 + wide
 
 

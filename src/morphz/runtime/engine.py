@@ -34,11 +34,12 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from morphz import events as ev
-from morphz.capacity import Budget, Item, budget_over, select_batch
+from morphz.capacity import Budget, budget_over, select_batch
 from morphz.encoding.compile import Encoding
 from morphz.encoding.options import EncodeOptions
 from morphz.encoding.prefix import PrefixMeter, request_text
@@ -47,7 +48,8 @@ from morphz.errors import InputError, MorphzError
 from morphz.ids import ref_seq
 from morphz.mind.lifecycle import CLOCK_KINDS
 from morphz.observe import Observation
-from morphz.runtime.costs import directory_allowance, observation_costs, output_tokens
+from morphz.runtime import batches
+from morphz.runtime.costs import output_tokens
 from morphz.runtime.models.base import (
     ContextTooLongError,
     Model,
@@ -407,15 +409,8 @@ class _Run:
             return None
         must, minimum = found
         factor = self.e.calibration.factor if self.e.calibration.samples else 1.0
-        costs = observation_costs(full, factor)
-        rest = [o for o in full.state.observations if o.seq not in must]
-        optional = [Item(o.seq, costs[o.seq]) for o in rest]
-        # with room left, the oldest optional ones, each allowing for its directory ref; when
-        # even that allowance does not fit, the minimum alone is the batch
-        fixed = minimum.tokens + directory_allowance(rest, factor)
-        batch = select_batch(optional, fixed, hard, set())
-        shown = set(batch.seqs) if batch.fits else set()
-        return await self._fit(minimum, must, [i for i in optional if i.seq in shown], hard)
+        chosen = batches.choose(full, must, minimum, hard, factor)
+        return await batches.fit(partial(self._encode, True), minimum, must, chosen, hard)
 
     async def _minimum(self, full: Encoding, hard: int) -> tuple[frozenset[int], Encoding] | None:
         """The observations every batch shows, and their request as compiled: the current
@@ -438,28 +433,10 @@ class _Run:
             floor = select_batch([], minimum.tokens, hard, set())  # the minimum, as compiled
             if floor.fits:
                 return must, minimum
-            reason = floor.reason + _mind_share(minimum)
+            reason = floor.reason + batches.mind_share(minimum)
         refused = f" (the provider refused larger: {self._refusal})" if self.ceiling else ""
         self._pending_failure = reason + refused
         return None
-
-    async def _fit(
-        self, minimum: Encoding, must: frozenset[int], chosen: list[Item], hard: int
-    ) -> Encoding:
-        """Compile the minimum plus ``chosen`` (oldest first). While the result is over
-        ``hard``, scale the estimates by what they really cost in it and leave out the newest
-        until the rest fits the room (at least one each time; the minimum was measured to fit)."""
-        room = hard - minimum.tokens
-        while chosen:
-            encoding = await self._encode(True, must | {i.seq for i in chosen})
-            if encoding.tokens <= hard:
-                return encoding
-            total = sum(i.tokens for i in chosen)
-            scale = (encoding.tokens - minimum.tokens) / max(1, total)
-            total -= chosen.pop().tokens  # at least one, whatever the estimates say
-            while chosen and total * scale > room:
-                total -= chosen.pop().tokens
-        return minimum
 
     async def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:
         """Learn from the input tokens the provider reported, and keep it with the context so
@@ -592,13 +569,14 @@ class _Run:
             meta["error"] = outcome.error
             batch.append(Observation(kind, valid_text(outcome.text), meta=meta))
         if batch:  # calls that never ran are no real tool results: they do not tick
-            tick = any(
-                outcome.ran and result_kind(tool) in CLOCK_KINDS
-                for tool, outcome in outcomes
-                if outcome.delivered is None
+            recorded = [(t, o) for t, o in outcomes if o.delivered is None]  # batch's order
+            ticking = [
+                i for i, (t, o) in enumerate(recorded) if o.ran and result_kind(t) in CLOCK_KINDS
+            ]
+            observe = partial(self.e.ctx.observe_batch, session=self.session)
+            events = await self.tc.in_thread(
+                observe, batch, tick=bool(ticking), ticked=ticking[0] if ticking else None
             )
-            observe = self.e.ctx.observe_batch
-            events = await self.tc.in_thread(observe, batch, session=self.session, tick=tick)
             self.result.events.extend(e.ref for e in events)
 
     async def finish(self, state: str, reason: str | None) -> None:
@@ -625,18 +603,6 @@ class _Run:
             return None
         payload = self.e.ctx.event(found[0].finished_seq).payload or {}
         return found[0].state, payload.get("reason")
-
-
-def _mind_share(minimum: Encoding) -> str:
-    """What to say when the frames in view take most of a minimum that does not fit: then
-    only shorter frames (or a larger budget) can help."""
-    mind = next((r.tokens for r in minimum.regions if r.name == "mind"), 0)
-    if mind * 2 < minimum.tokens:
-        return ""
-    return (
-        f". The frames in view (the mind) take about {mind} of those tokens: retire, supersede "
-        "or revise frames shorter (`morphz context tx`), or raise the budget"
-    )
 
 
 _T = TypeVar("_T")

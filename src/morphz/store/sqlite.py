@@ -117,6 +117,7 @@ _AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
     9: _count_frame_tokens,
     11: _exact_event_times,
     12: _count_frame_tokens,
+    13: _count_frame_tokens,
 }
 
 
@@ -438,6 +439,12 @@ class SqliteStore:
         try:
             return self._row(conn, context_id)
         except ContextNotFoundError as exc:
+            with self._write_lock:  # the writer sees what is committed now
+                now = self._writer.execute(
+                    "SELECT 1 FROM contexts WHERE context_id = ?", (context_id,)
+                ).fetchone()
+            if now is None:
+                raise
             raise StoreError(
                 f"no context '{context_id}' in the snapshot of the read this one runs inside "
                 "(a callback of an audit, on this thread): it may have been created since; "

@@ -105,9 +105,9 @@ class SqliteActive:
         return [frame_from_row(r) for r in rows]
 
     def frame_tokens(self) -> int:
-        """The estimated tokens of the frames in view and of their relations
-        (mind.lifecycle.view_tokens and edge_tokens, summed), as write_changes keeps the total
-        (migrations 0009 and 0012)."""
+        """The estimated tokens of the frames in view, their retiring marks and their relations
+        (mind.lifecycle.kept_tokens and edge_tokens, summed), as write_changes keeps the total
+        (migrations 0009, 0012 and 0013)."""
         row = self.conn.execute(
             "SELECT n FROM frame_tokens WHERE context_id = ?", (self.cid,)
         ).fetchone()

@@ -18,7 +18,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from morphz.runtime.models.base import ToolSchema
-from morphz.runtime.tools.base import Policy, Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.base import (
+    ArgumentError,
+    Policy,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutcome,
+)
 from morphz.runtime.tools.workspace import params, parse_args, prop, relative, resolve_path
 
 MAX_TIMEOUT_S = 600.0
@@ -130,9 +137,9 @@ def exec_tool(
         a = parse_args("exec", args, _EXEC)
         command, timeout = a["command"], float(a["timeout_s"])
         if not command.strip():
-            raise ToolError("exec: command must not be blank")
+            raise ArgumentError("exec: command must not be blank")
         if "\x00" in command:
-            raise ToolError(
+            raise ArgumentError(
                 "exec: command must not contain a NUL character (a shell cannot run it)"
             )
         cwd = resolve_path(tc, a["cwd"])

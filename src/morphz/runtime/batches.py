@@ -1,0 +1,59 @@
+"""Maintenance batches (DESIGN §10): which optional observations a batch adds to its minimum,
+how the compiled batch is cut until it fits the hard limit, and what a failure says when the
+frames in view are what does not fit. The engine decides when a batch is needed and what its
+minimum holds (the current request and its dependencies)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from morphz.capacity import Item, select_batch
+from morphz.encoding.compile import Encoding
+from morphz.runtime.costs import directory_allowance, observation_costs
+
+Encode = Callable[[frozenset[int]], Awaitable[Encoding]]  # a maintenance compile showing these
+
+
+def choose(
+    full: Encoding, must: frozenset[int], minimum: Encoding, hard: int, factor: float
+) -> list[Item]:
+    """With room left beside ``minimum``, the oldest optional observations of ``full``, each
+    allowing for its directory ref (oldest first); none when even that allowance does not fit."""
+    costs = observation_costs(full, factor)
+    rest = [o for o in full.state.observations if o.seq not in must]
+    optional = [Item(o.seq, costs[o.seq]) for o in rest]
+    fixed = minimum.tokens + directory_allowance(rest, factor)
+    batch = select_batch(optional, fixed, hard, set())
+    shown = set(batch.seqs) if batch.fits else set()
+    return [i for i in optional if i.seq in shown]
+
+
+async def fit(
+    encode: Encode, minimum: Encoding, must: frozenset[int], chosen: list[Item], hard: int
+) -> Encoding:
+    """Compile the minimum plus ``chosen`` (oldest first). While the result is over ``hard``,
+    scale the estimates by what they really cost in it and leave out the newest until the rest
+    fits the room (at least one each time; the minimum was measured to fit)."""
+    room = hard - minimum.tokens
+    while chosen:
+        encoding = await encode(must | {i.seq for i in chosen})
+        if encoding.tokens <= hard:
+            return encoding
+        total = sum(i.tokens for i in chosen)
+        scale = (encoding.tokens - minimum.tokens) / max(1, total)
+        total -= chosen.pop().tokens  # at least one, whatever the estimates say
+        while chosen and total * scale > room:
+            total -= chosen.pop().tokens
+    return minimum
+
+
+def mind_share(minimum: Encoding) -> str:
+    """What to say when the frames in view take most of a minimum that does not fit: then only
+    shorter frames (or a larger budget) can help."""
+    mind = next((r.tokens for r in minimum.regions if r.name == "mind"), 0)
+    if mind * 2 < minimum.tokens:
+        return ""
+    return (
+        f". The frames in view (the mind) take about {mind} of those tokens: retire, supersede "
+        "or revise frames shorter (`morphz context tx`), or raise the budget"
+    )
