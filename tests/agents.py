@@ -1,20 +1,27 @@
 """Helpers the runtime and CLI tests share: an engine with the CLI's default tools, a history of
-log lines, a scripted model spec, one CLI invocation."""
+log lines, a scripted model spec, one CLI invocation, a small budget, a region's tokens, one
+activation of given tool calls, and a run cancelled while its activation starts."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner, Result
 
 import morphz
+from morphz.capacity import Budget
 from morphz.interfaces.cli import main
 from morphz.interfaces.cli_agent import build_tools
 from morphz.runtime.config import Settings
 from morphz.runtime.engine import Engine, RuntimeConfig
+from morphz.runtime.models.base import ModelRequest, ModelResponse, ToolCall
+from morphz.runtime.models.scripted import FunctionModel
 
 
 def make_engine(ctx: morphz.Context, model: Any, workspace: Path, **config: Any) -> Engine:
@@ -40,3 +47,65 @@ def script_spec(tmp: Path, steps: list[dict[str, Any]]) -> str:
 
 def invoke(args: list[str], stdin: str | bytes | None = None) -> Result:
     return CliRunner().invoke(main, args, input=stdin)
+
+
+# critical 4,800: a budget small enough for a test to reach its levels with a few frames
+SMALL_BUDGET = Budget(window=32_000, output_reserve=2_000, configured=5_000, reserve=200)
+
+
+def region_tokens(ctx: morphz.Context, name: str = "mind") -> int:
+    """The token estimate of one region of ``ctx``'s encoding now."""
+    return next(r.tokens for r in ctx.encode().regions if r.name == name)
+
+
+def run_steps(
+    ctx: morphz.Context, workspace: Path, calls: tuple[ToolCall, ...], **config: Any
+) -> list[int]:
+    """One activation in session ``ops``: a first reply with ``calls``, then "done". Returns
+    the context's clock as each request was sent (read when the model is asked)."""
+    clocks: list[int] = []
+
+    def model(request: ModelRequest) -> ModelResponse:
+        clocks.append(ctx.status().clock)
+        if len(clocks) == 1:
+            return ModelResponse(None, calls)
+        return ModelResponse("done", ())
+
+    engine = make_engine(ctx, FunctionModel(model), workspace, **config)
+    result = asyncio.run(engine.run("hi", session="ops"))
+    assert result.state == "delivered", result.reason
+    return clocks
+
+
+def cancel_while_starting(ctx: morphz.Context, engine: Engine, session: str, cancels: int) -> None:
+    """Run an activation whose start (``begin_activation``) is held in its thread, and cancel
+    the run ``cancels`` times while it is held; the run must end cancelled."""
+    release = threading.Event()
+    original = ctx.begin_activation
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        entered = asyncio.Event()
+
+        def slow_start(*args: Any, **kwargs: Any) -> tuple[Any, str]:
+            loop.call_soon_threadsafe(entered.set)
+            release.wait()
+            return original(*args, **kwargs)
+
+        ctx.begin_activation = slow_start  # type: ignore[method-assign]
+        task = asyncio.create_task(engine.run("hello", session=session))
+        await entered.wait()
+        for done in range(cancels):
+            task.cancel()
+            if done + 1 < cancels:
+                for _ in range(5):  # let the task reach its `except CancelledError` block
+                    await asyncio.sleep(0)
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    try:
+        asyncio.run(scenario())  # its shutdown waits for the start's thread
+    finally:
+        release.set()
+        del ctx.begin_activation

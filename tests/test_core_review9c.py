@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import morphz
+from agents import SMALL_BUDGET
 from morphz.capacity import Budget
 from morphz.encoding.protocol import PROTOCOL_TOKENS
 from morphz.errors import BudgetError, InputError, ParseError, StoreError
@@ -24,7 +25,7 @@ from morphz.runtime.models.base import ModelRequest, ModelResponse, ToolCall
 from morphz.runtime.models.scripted import FunctionModel
 from morphz.txlang import read_tx
 
-SMALL = Budget(window=32_000, output_reserve=2_000, configured=5_000, reserve=200)  # critical 4,800
+SMALL = SMALL_BUDGET  # critical 4,800
 
 
 def _frames_in_view(ctx: morphz.Context) -> int:

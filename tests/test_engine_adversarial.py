@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 import morphz
+from agents import cancel_while_starting
 from morphz.interfaces.cli_agent import build_tools
 from morphz.interfaces.render import activity_line
 from morphz.runtime.config import Settings
@@ -188,32 +188,7 @@ def test_an_activation_cancelled_while_it_starts_is_recorded_interrupted(
     begins only after, so the activation stays running for as long as this process lives.
     interrupt_orphaned cannot mark it (its owner is alive), its root request cannot be retired
     (causal protection) and every kernel lists it among the running activations."""
-    engine = _engine(ctx, [], workspace)
-    release = threading.Event()
-    original = ctx.begin_activation
-
-    async def scenario() -> None:
-        loop = asyncio.get_running_loop()
-        entered = asyncio.Event()
-
-        def slow_start(*args: Any, **kwargs: Any) -> tuple[Any, str]:
-            loop.call_soon_threadsafe(entered.set)
-            release.wait()
-            return original(*args, **kwargs)
-
-        ctx.begin_activation = slow_start  # type: ignore[method-assign]
-        task = asyncio.create_task(engine.run("hello", session="s1"))
-        await entered.wait()
-        task.cancel()
-        release.set()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    try:
-        asyncio.run(scenario())
-    finally:
-        release.set()
-        del ctx.begin_activation
+    cancel_while_starting(ctx, _engine(ctx, [], workspace), "s1", cancels=1)
     assert ctx.activations(running_only=True) == []
     assert [a.state for a in ctx.activations()] in ([], ["interrupted"])
     ctx.commit(f'(context-tx (base-version {ctx.version}) (reason "done") (retire @e1))')

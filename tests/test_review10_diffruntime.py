@@ -12,30 +12,13 @@ from typing import Any
 import pytest
 
 import morphz
-from agents import make_engine
+from agents import make_engine, run_steps
 from morphz import Observation
 from morphz.interfaces.cli_agent import _stopped_like_ctrl_c
 from morphz.runtime.agent_tools import agent_tools
 from morphz.runtime.models.base import ModelRequest, ModelResponse, ToolCall
 from morphz.runtime.models.scripted import FunctionModel
 from morphz.runtime.tools.base import ToolContext, ToolError, ToolOutcome, run_guarded
-
-
-def _run_steps(ctx: morphz.Context, workspace: Path, calls: tuple[ToolCall, ...]) -> list[int]:
-    """One activation: a first reply with ``calls``, then "done". Returns the context's clock as
-    each request was sent (read from the store when the model is asked)."""
-    clocks: list[int] = []
-
-    def model(request: ModelRequest) -> ModelResponse:
-        clocks.append(ctx.status().clock)
-        if len(clocks) == 1:
-            return ModelResponse(None, calls)
-        return ModelResponse("done", ())
-
-    result = asyncio.run(make_engine(ctx, FunctionModel(model), workspace).run("hi", session="ops"))
-    assert result.state == "delivered", result.reason
-    return clocks
-
 
 # --- the clock: a refused call still ticks when another call of its step ran -----------------
 
@@ -59,7 +42,7 @@ def test_a_refused_call_beside_a_recall_does_not_tick_the_clock(
         ToolCall("c1", "recall", '{"op": "search", "query": "hi"}'),
         ToolCall("c2", "browse_web", '{"url": "https://example.org"}'),
     )
-    clocks = _run_steps(ctx, workspace, calls)
+    clocks = run_steps(ctx, workspace, calls)
     assert clocks[1] == clocks[0], (
         f"the clock went from {clocks[0]} to {clocks[1]}: the only tool_result of the step is "
         "the refusal of a call to a tool that does not exist"
@@ -77,7 +60,7 @@ def test_a_call_refused_by_its_schema_does_not_tick_the_clock(
     read_file never ran. Expected: a call refused by its argument check, before the tool's work
     starts, arrives without a tick, like a call whose arguments are not JSON."""
     calls = (ToolCall("c1", "read_file", '{"path": 5}'),)
-    clocks = _run_steps(ctx, workspace, calls)
+    clocks = run_steps(ctx, workspace, calls)
     refused = [e for e in ctx.events() if e.kind == "tool_result"]
     assert refused and "must be a string" in (refused[0].text or "")
     assert clocks[1] == clocks[0], (

@@ -8,26 +8,17 @@ read (which now share the outer snapshot)."""
 from __future__ import annotations
 
 import morphz
-from morphz.capacity import Budget
+from agents import SMALL_BUDGET, region_tokens
+from histories import tx as _tx
 from morphz.encoding.protocol import PROTOCOL_TOKENS
 from morphz.errors import BudgetError, ContextNotFoundError
-from morphz.txlang.sexpr import quote
 
 # critical 4,800 (as tests/test_review10_mindmodel.py's SMALL)
-SMALL = Budget(window=32_000, output_reserve=2_000, configured=5_000, reserve=200)
-
-
-def _tx(ctx: morphz.Context, ops: str, reason: str | None = None) -> morphz.Receipt:
-    why = f" (reason {quote(reason)})" if reason is not None else ""
-    return ctx.commit(f"(context-tx (base-version {ctx.version}){why} {ops})")
-
-
-def _mind_tokens(ctx: morphz.Context) -> int:
-    return next(r.tokens for r in ctx.encode().regions if r.name == "mind")
+SMALL = SMALL_BUDGET
 
 
 def _assert_fits(ctx: morphz.Context, what: str) -> None:
-    mind, critical = _mind_tokens(ctx), ctx.budget().critical
+    mind, critical = region_tokens(ctx), ctx.budget().critical
     assert mind + PROTOCOL_TOKENS <= critical, (
         f"{what} committed unrefused: the mind region is now {mind} tokens "
         f"(+{PROTOCOL_TOKENS} protocol) against a critical level of {critical}; the encoding's "
@@ -99,9 +90,9 @@ def _related_then_rolled_back(ctx: morphz.Context) -> tuple[int, morphz.Receipt]
     _tx(ctx, "(checkpoint base)")
     _tx(ctx, " ".join(f"(relate {s} depends-on {o})" for s in ids for o in ids if s != o))
     _tx(ctx, "(checkpoint full)")
-    before = _mind_tokens(ctx)
+    before = region_tokens(ctx)
     receipt = _tx(ctx, "(rollback base)", "undo the links")
-    return before - _mind_tokens(ctx), receipt
+    return before - region_tokens(ctx), receipt
 
 
 def test_a_rollback_receipt_states_the_relations_it_takes_out_of_the_mind(

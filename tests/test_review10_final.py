@@ -7,46 +7,21 @@ new retiring marks on stores that already had migration 0012."""
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 import morphz
-from agents import make_engine
+from agents import run_steps
+from histories import tx as _tx
 from morphz.errors import ContextNotFoundError
 from morphz.mind.lifecycle import kept_tokens, view_tokens
-from morphz.runtime.models.base import ModelRequest, ModelResponse, ToolCall
-from morphz.runtime.models.scripted import FunctionModel
-from morphz.txlang.sexpr import quote
-
-
-def _tx(ctx: morphz.Context, ops: str, reason: str | None = None) -> morphz.Receipt:
-    why = f" (reason {quote(reason)})" if reason is not None else ""
-    return ctx.commit(f"(context-tx (base-version {ctx.version}){why} {ops})")
+from morphz.runtime.models.base import ToolCall
 
 
 def _kept(db: morphz.Database, ctx: morphz.Context) -> int:
     with db.store.read(ctx.id) as r:
         return r.active.frame_tokens()
-
-
-def _run_steps(
-    ctx: morphz.Context, workspace: Path, calls: tuple[ToolCall, ...], **config: object
-) -> list[int]:
-    """One activation: a first reply with ``calls``, then "done"; the clock at each request."""
-    clocks: list[int] = []
-
-    def model(request: ModelRequest) -> ModelResponse:
-        clocks.append(ctx.status().clock)
-        if len(clocks) == 1:
-            return ModelResponse(None, calls)
-        return ModelResponse("done", ())
-
-    engine = make_engine(ctx, FunctionModel(model), workspace, **config)
-    result = asyncio.run(engine.run("hi", session="ops"))
-    assert result.state == "delivered", result.reason
-    return clocks
 
 
 # --- the '(ticked)' marker of an engine step --------------------------------------------------
@@ -68,7 +43,7 @@ def test_the_ticked_marker_is_not_on_a_refused_call_when_a_real_tool_result_tick
         ToolCall("c1", "browse_web", '{"url": "https://example.org"}'),
         ToolCall("c2", "list_files", "{}"),
     )
-    clocks = _run_steps(ctx, workspace, calls)
+    clocks = run_steps(ctx, workspace, calls)
     assert clocks[1] == clocks[0] + 1  # list_files ran: the step ticked once
     results = [e for e in ctx.events() if e.kind == "tool_result"]
     assert len(results) == 2 and "browse_web" in (results[0].text or "")
@@ -93,10 +68,10 @@ def test_a_blank_exec_command_is_refused_without_a_tick_like_an_empty_one(
     shell was started (the same for a NUL in the command). Expected: argument refusals made
     before the tool's work starts are ArgumentErrors: a blank command arrives without a tick,
     as an empty one does."""
-    empty = _run_steps(ctx, workspace, (ToolCall("c1", "exec", '{"command": ""}'),),
+    empty = run_steps(ctx, workspace, (ToolCall("c1", "exec", '{"command": ""}'),),
                        ask_default=True)  # fmt: skip
     assert empty[1] == empty[0]  # the schema's refusal: no tick
-    blank = _run_steps(ctx, workspace, (ToolCall("c1", "exec", '{"command": "   "}'),),
+    blank = run_steps(ctx, workspace, (ToolCall("c1", "exec", '{"command": "   "}'),),
                        ask_default=True)  # fmt: skip
     refused = [e for e in ctx.events() if e.kind == "tool_result"][-1]
     assert "blank" in (refused.text or "")

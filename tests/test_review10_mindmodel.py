@@ -36,8 +36,10 @@ from hypothesis.stateful import (
 )
 
 import morphz
+from agents import SMALL_BUDGET
+from agents import region_tokens as _region
 from histories import Clock
-from morphz.capacity import Budget
+from histories import tx as _tx
 from morphz.errors import BudgetError
 from morphz.txlang.sexpr import quote
 
@@ -856,20 +858,7 @@ TestMindModel = MindModelMachine.TestCase
 
 # ==================================================================== focused reproductions
 
-SMALL = Budget(window=32_000, output_reserve=2_000, configured=5_000, reserve=200)  # critical 4,800
-
-
-def _tx(ctx: morphz.Context, ops: str, reason: str | None = None) -> morphz.Receipt:
-    why = f" (reason {quote(reason)})" if reason is not None else ""
-    return ctx.commit(f"(context-tx (base-version {ctx.version}){why} {ops})")
-
-
-def _mind_tokens(ctx: morphz.Context) -> int:
-    return next(r.tokens for r in ctx.encode().regions if r.name == "mind")
-
-
-def _region_tokens(ctx: morphz.Context, name: str) -> int:
-    return next(r.tokens for r in ctx.encode().regions if r.name == name)
+SMALL = SMALL_BUDGET
 
 
 def _refused_or_fits(ctx: morphz.Context, ops: str, reason: str | None = None) -> None:
@@ -879,12 +868,12 @@ def _refused_or_fits(ctx: morphz.Context, ops: str, reason: str | None = None) -
     from morphz.encoding.protocol import PROTOCOL_TOKENS
 
     critical = ctx.budget().critical
-    assert _mind_tokens(ctx) + PROTOCOL_TOKENS < critical
+    assert _region(ctx) + PROTOCOL_TOKENS < critical
     try:
         _tx(ctx, ops, reason)
     except BudgetError:
         return
-    mind = _mind_tokens(ctx)
+    mind = _region(ctx)
     level = ctx.encode().pressure.level
     assert mind + PROTOCOL_TOKENS <= critical, (
         f"committed: the mind region is now {mind} tokens (+{PROTOCOL_TOKENS} protocol) against "
@@ -944,9 +933,9 @@ def test_a_retire_receipt_states_the_tokens_its_retiring_marks_add(ctx: morphz.C
     tokens_immediate 0 (nothing changes now) and 15 eventual. Expected: the immediate figure
     states what enters the encoding at commit (about -64), within a few tokens."""
     _tx(ctx, "(create a (fact (n 1)))")
-    before = _mind_tokens(ctx)
+    before = _region(ctx)
     receipt = _tx(ctx, "(retire a)", "superseded by the migration plan; " * 6)
-    grew = _mind_tokens(ctx) - before
+    grew = _region(ctx) - before
     assert abs(receipt.tokens_immediate + grew) <= 3, (receipt.tokens_immediate, grew)
 
 
@@ -963,9 +952,9 @@ def test_a_receipt_counts_the_relations_a_retire_takes_out_of_view(ctx: morphz.C
         ctx,
         " ".join(f"(relate hub {rel} {o})" for o in "pqr" for rel in ("depends-on", "supersedes")),
     )
-    before = _mind_tokens(ctx)
+    before = _region(ctx)
     receipt = _tx(ctx, "(retire hub)", "done")
-    freed = before - _mind_tokens(ctx)
+    freed = before - _region(ctx)
     assert abs(receipt.tokens_immediate - freed) <= 3, (receipt.tokens_immediate, freed)
 
 
@@ -976,10 +965,10 @@ def test_a_receipt_counts_an_observation_as_the_inbox_shows_it(ctx: morphz.Conte
     Retiring ten short tool results says 70 tokens freed; the inbox shrinks by 280.
     Expected: the receipt's figure matches the inbox's change within a few tokens each."""
     ctx.observe_batch([morphz.Observation("tool_result", "ok") for _ in range(10)])
-    before = _region_tokens(ctx, "inbox")
+    before = _region(ctx, "inbox")
     refs = " ".join(f"@e{i}" for i in range(1, 11))
     receipt = _tx(ctx, f"(retire {refs})", "read")
-    freed = before - _region_tokens(ctx, "inbox")
+    freed = before - _region(ctx, "inbox")
     assert abs(receipt.tokens_immediate - freed) <= 10, (receipt.tokens_immediate, freed)
 
 
@@ -989,10 +978,10 @@ def test_a_relate_receipt_states_what_the_relation_adds_to_the_mind(ctx: morphz.
     unrelate gives it back)."""
     subject, obj = "s/" + "x" * 120, "o/" + "y" * 120
     _tx(ctx, f"(create {subject} (fact (n 1))) (create {obj} (fact (n 2)))")
-    before = _mind_tokens(ctx)
+    before = _region(ctx)
     related = _tx(ctx, f"(relate {subject} depends-on {obj})")
-    grew = _mind_tokens(ctx) - before
+    grew = _region(ctx) - before
     assert grew > 50 and abs(related.tokens_immediate + grew) <= 3, (related.tokens_immediate, grew)
     unrelated = _tx(ctx, f"(unrelate {subject} depends-on {obj})", "no longer")
     assert unrelated.tokens_immediate == -related.tokens_immediate
-    assert _mind_tokens(ctx) == before
+    assert _region(ctx) == before

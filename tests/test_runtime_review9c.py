@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 import morphz
+from agents import cancel_while_starting
 from agents import make_engine as _engine
 from agents import script_spec as _script
 from morphz import owners
@@ -225,34 +226,7 @@ def test_a_second_cancellation_while_the_start_is_written_leaves_no_activation_r
     causally protected). Expected: whatever the number of cancellations, once the start is
     written the end is recorded too (interrupted)."""
     engine = _engine(ctx, FunctionModel(lambda _r: ModelResponse("done")), workspace)
-    release = threading.Event()
-    original = ctx.begin_activation
-
-    async def scenario() -> None:
-        loop = asyncio.get_running_loop()
-        entered = asyncio.Event()
-
-        def slow_start(*args: Any, **kwargs: Any) -> tuple[Any, str]:
-            loop.call_soon_threadsafe(entered.set)
-            release.wait()
-            return original(*args, **kwargs)
-
-        ctx.begin_activation = slow_start  # type: ignore[method-assign]
-        task = asyncio.create_task(engine.run("hello"))
-        await entered.wait()
-        task.cancel()
-        for _ in range(5):  # let the task reach its `except CancelledError` block
-            await asyncio.sleep(0)
-        task.cancel()
-        release.set()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    try:
-        asyncio.run(scenario())  # its shutdown waits for the start's thread
-    finally:
-        release.set()
-        del ctx.begin_activation
+    cancel_while_starting(ctx, engine, "default", cancels=2)
     assert ctx.activations(running_only=True) == []
 
 

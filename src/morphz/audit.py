@@ -21,7 +21,7 @@ from morphz.mind import (
 from morphz.mind.lifecycle import edge_tokens, kept_tokens
 from morphz.mind.lifecycle import in_view as in_view_frame
 from morphz.mind.state import ObsState
-from morphz.recall.documents import NOT_INDEXED_KINDS, time_us
+from morphz.recall.documents import TEXT_KINDS, time_us
 from morphz.results import AuditReport
 from morphz.store.base import ReadTxn, Store
 from morphz.txlang import read_tx
@@ -119,14 +119,10 @@ def _note_order(state: MindState, event: ev.Event, out: _Report) -> None:
     state.note_event(event.seq)
     out.note_session(event)
     kind = event.kind  # recall.documents.event_text's rule, without building the text
-    if kind in _TEXT_DOCUMENTS:
+    if kind in TEXT_KINDS:
         out.documents += bool(event.text)
     elif kind == ev.TX_COMMITTED and (event.payload or {}).get("reason"):
         out.documents += 1
-
-
-# the kinds whose text, when not empty, is a recall document (event_text)
-_TEXT_DOCUMENTS = (OBSERVATION_KINDS - NOT_INDEXED_KINDS) | {ev.MODEL_REPLY}
 
 
 def _note_activation(event: ev.Event, out: _Report) -> None:

@@ -461,22 +461,13 @@ class Context:
         ``objective`` is shown with the activation in every kernel while it runs.
         Returns the activation id."""
         root_seq = parse_ref(root) if root is not None else None
-        if objective is not None and not objective.strip():
-            raise InputError("an objective must say something: pass None to leave it out")
-        activation_id = f"act-{uuid.uuid4().hex[:12]}"
-        owner = owners.current_owner()
 
-        def put(w: WriteTxn, seq: int) -> None:
+        def rooted(w: WriteTxn) -> tuple[int | None, str | None]:
             if root_seq is not None and w.observation(root_seq) is None:
                 raise InputError(f"root {root} is not an observation of context '{self.id}'")
-            row = ActivationRow(
-                activation_id, session, root_seq, "running", seq, None, owner, objective
-            )
-            w.put_activation(row)
+            return root_seq, root
 
-        payload = {"activation": activation_id, "root": root, "objective": objective}
-        self._runtime_event(ev.ACTIVATION_STARTED, None, payload, session, on_write=put)
-        return activation_id
+        return self._start(session, objective, rooted)
 
     def begin_activation(
         self, session: str, prompt: str, objective: str | None = None
@@ -486,29 +477,47 @@ class Context:
         the message's event and the activation id."""
         message = appending.check(Observation("user_message", prompt))
         check_id(session, "session id")
-        if objective is not None and not objective.strip():
-            raise InputError("an objective must say something: pass None to leave it out")
         recorded = self.db.timestamp()
-        activation_id = f"act-{uuid.uuid4().hex[:12]}"
-        owner = owners.current_owner()
         root: list[ev.Event] = []
 
-        def observe(w: WriteTxn) -> None:
+        def rooted(w: WriteTxn) -> tuple[int | None, str | None]:
             root.extend(self._append(w, session, [message], recorded))
+            return root[0].seq, root[0].ref
+
+        activation_id = self._start(session, objective, rooted)
+        return root[0], activation_id
+
+    def _start(
+        self,
+        session: str,
+        objective: str | None,
+        rooted: Callable[[WriteTxn], tuple[int | None, str | None]],
+    ) -> str:
+        """Record an activation's start; ``rooted`` gives its root (seq and ref) under the
+        writer lock, before the start event is appended (writing the root itself, or checking
+        it)."""
+        if objective is not None and not objective.strip():
+            raise InputError("an objective must say something: pass None to leave it out")
+        activation_id = f"act-{uuid.uuid4().hex[:12]}"
+        owner = owners.current_owner()
+        root: list[tuple[int | None, str | None]] = []
+
+        def before(w: WriteTxn) -> None:
+            root.append(rooted(w))
 
         def put(w: WriteTxn, seq: int) -> None:
             row = ActivationRow(
-                activation_id, session, root[0].seq, "running", seq, None, owner, objective
+                activation_id, session, root[0][0], "running", seq, None, owner, objective
             )
             w.put_activation(row)
 
         def payload() -> dict[str, Any]:
-            return {"activation": activation_id, "root": root[0].ref, "objective": objective}
+            return {"activation": activation_id, "root": root[0][1], "objective": objective}
 
         self._runtime_event(
-            ev.ACTIVATION_STARTED, None, payload, session, on_write=put, before=observe
+            ev.ACTIVATION_STARTED, None, payload, session, on_write=put, before=before
         )
-        return root[0], activation_id
+        return activation_id
 
     def finish_activation(
         self, activation_id: str, state: str = "delivered", reason: str | None = None
@@ -642,7 +651,7 @@ class Context:
             w.append_event(event)
             grown = w.write_changes(changes, version, seq)
             if grown > 0:
-                _check_room(w, budget, budget_keys or {}, calibration, _grower(tx, changes))
+                _check_room(w, tx, changes, budget, budget_keys or {}, calibration=calibration)
             maintain.index_events(w, [event])
             maintain.index_frames(w, list(reindex), recorded)
             w.set_row(
@@ -718,13 +727,15 @@ def _grower(tx: Tx, changes: Changes) -> dict[str, Any]:
 
 def _check_room(
     w: WriteTxn,
+    tx: Tx,
+    changes: Changes,
     budget: Budget | None,
     keys: Mapping[str, int],
+    *,
     calibration: Calibration | None,
-    where: Mapping[str, Any],
 ) -> None:
-    """Refuse (BudgetError, nothing written) a transaction that grew the frames in view when,
-    with the protocol, they pass the critical level (counted with ``calibration``, as the
+    """Refuse (BudgetError, nothing written) a transaction ``tx`` that grew the frames in view
+    when, with the protocol, they pass the critical level (counted with ``calibration``, as the
     runtime counts its requests): maintenance batches leave observations out, never the mind,
     so from there no request could be served. A transaction that does not grow the frames
     (retiring, shortening, superseding) always commits."""
@@ -745,7 +756,7 @@ def _check_room(
             "revise frames shorter, or retire frames and wait for the window to end; or raise "
             "the budget",
             details={"tokens": needed, "critical": limits.critical},
-            **where,
+            **_grower(tx, changes),  # found only for a refusal: commits skip it
         )
 
 

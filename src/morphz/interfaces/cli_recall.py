@@ -15,8 +15,7 @@ from typing import IO, cast
 
 import click
 
-from morphz import DEFAULT_CONTEXT, OBSERVATION_KINDS
-from morphz import events as ev
+from morphz import DEFAULT_CONTEXT
 from morphz.errors import HistoryImportError
 from morphz.interfaces import render
 from morphz.interfaces.cli import (
@@ -29,20 +28,10 @@ from morphz.interfaces.cli import (
     session_option,
     terminal_progress,
 )
-from morphz.recall.documents import NOT_INDEXED_KINDS
 from morphz.recall.read import DEFAULT_READ_CHARS
-from morphz.recall.search import KIND_GROUPS, LIFECYCLES
+from morphz.recall.search import LIFECYCLES, SEARCH_KINDS
 from morphz.recall.traverse import Direction
 
-SEARCH_KINDS = sorted(  # recall results and agent replies are not indexed: they copy what is
-    {
-        *KIND_GROUPS,
-        "frames",
-        *OBSERVATION_KINDS - NOT_INDEXED_KINDS,
-        ev.MODEL_REPLY,
-        ev.TX_COMMITTED,
-    }
-)
 DIRECTIONS = ("ancestors", "descendants", "both")
 
 ProgressFn = Callable[[int, int], None]

@@ -75,12 +75,17 @@ REASON_SHOWN = 200  # characters of a retiring frame's reason the mind region sh
 def kept_tokens(frame: Frame | None) -> int:
     """What ``frame`` counts in the kept total of the frames in view (the `budget` refusal's
     measure): its tokens, and while it retires the marks the mind region shows with it."""
-    tokens = view_tokens(frame)
+    return view_tokens(frame) + retiring_marks(frame)
+
+
+def retiring_marks(frame: Frame | None) -> int:
+    """The tokens of ``(lifecycle retiring) (remaining-ticks N) (reason "...")`` beside a
+    retiring frame (its reason as the mind region shows it); 0 for any other frame."""
     if frame is None or frame.lifecycle != "retiring":
-        return tokens
+        return 0
     reason = (frame.reason or "")[:REASON_SHOWN]
     wide = 0 if reason.isascii() else wide_characters(reason)
-    return tokens + (RETIRING_MARKS + len(reason) - wide + 3) // 4 + wide
+    return (RETIRING_MARKS + len(reason) - wide + 3) // 4 + wide
 
 
 def view_tokens(frame: Frame | None) -> int:

@@ -48,11 +48,15 @@ def time_us(iso: str) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+# the kinds whose text, when not empty, is their document (a committed tx's is its reason)
+TEXT_KINDS: frozenset[str] = (OBSERVATION_KINDS - NOT_INDEXED_KINDS) | {ev.MODEL_REPLY}
+# every event kind that can have a document: what a search's kinds filter may name
+INDEXED_KINDS: frozenset[str] = TEXT_KINDS | {ev.TX_COMMITTED}
+
+
 def event_text(kind: str, text: str | None, payload: dict[str, Any] | None) -> str | None:
     """The searchable text of an event, or None when the event is not indexed."""
-    if kind in NOT_INDEXED_KINDS:
-        return None
-    if kind in OBSERVATION_KINDS or kind == ev.MODEL_REPLY:
+    if kind in TEXT_KINDS:
         return text or None
     if kind == ev.TX_COMMITTED:
         reason = (payload or {}).get("reason")

@@ -32,7 +32,7 @@ from morphz.graphemes import boundary
 from morphz.ids import make_ref
 from morphz.mind.lifecycle import OBSERVATION_KINDS
 from morphz.recall import cursors
-from morphz.recall.documents import NOT_INDEXED_KINDS, time_us
+from morphz.recall.documents import INDEXED_KINDS, NOT_INDEXED_KINDS, time_us
 from morphz.recall.tokenize import all_in_body, query_terms, query_words, quote_term
 from morphz.store.base import ReadTxn
 from morphz.store.recall_base import EventRow, Filters, FrameRow, Pin
@@ -47,6 +47,8 @@ KIND_GROUPS: dict[str, frozenset[str]] = {
     "replies": frozenset({ev.MODEL_REPLY}),
     "transactions": frozenset({ev.TX_COMMITTED}),
 }
+# what a search's kinds filter takes: a group, "frames", or an event kind that is indexed
+SEARCH_KINDS: list[str] = sorted({*KIND_GROUPS, "frames", *INDEXED_KINDS})
 LIFECYCLES = frozenset({"active", "retiring", "retired"})
 
 
@@ -127,9 +129,7 @@ def _filters(
         lives = frozenset(lifecycle)
     if not kinds:
         return Filters(since, until, None, True, True, lives)
-    known = sorted([*KIND_GROUPS, "frames", *OBSERVATION_KINDS - NOT_INDEXED_KINDS])
-    known += [ev.MODEL_REPLY, ev.TX_COMMITTED]
-    _texts(kinds, "kinds", known)
+    _texts(kinds, "kinds", SEARCH_KINDS)
     event_kinds: set[str] = set()
     frames = False
     for kind in kinds:
@@ -143,10 +143,10 @@ def _filters(
             frames = True
         elif kind in KIND_GROUPS:
             event_kinds |= KIND_GROUPS[kind]
-        elif kind in OBSERVATION_KINDS or kind in (ev.MODEL_REPLY, ev.TX_COMMITTED):
+        elif kind in INDEXED_KINDS:
             event_kinds.add(kind)
         else:
-            raise InputError(f"unknown kind {kind!r}: use one of {known}")
+            raise InputError(f"unknown kind {kind!r}: use one of {SEARCH_KINDS}")
     return Filters(since, until, frozenset(event_kinds) or None, frames, bool(event_kinds), lives)
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from morphz.events import Event, make_event
-from morphz.mind.lifecycle import edge_tokens, in_view, kept_tokens, view_tokens
+from morphz.mind.lifecycle import edge_tokens, in_view, retiring_marks, view_tokens
 from morphz.mind.state import Changes, Edge, Frame, ObsState, SessionState, Snapshot
 from morphz.recall.documents import time_us
 from morphz.store.base import ActivationRow, ContextRow, SessionRow
@@ -436,9 +436,8 @@ class SqliteWrite(SqliteRead):
             for fid, frame in changes.frames.items():
                 old = cache[fid] if fid in cache else self.frame(fid)
                 cache[fid] = frame
-                kept = kept_tokens(frame) - kept_tokens(old)
-                shown = view_tokens(frame) - view_tokens(old)
-                tokens, marks = tokens + kept, marks + kept - shown
+                tokens += view_tokens(frame) - view_tokens(old)
+                marks += retiring_marks(frame) - retiring_marks(old)
                 if in_view(old) != in_view(frame):
                     flips[fid] = (in_view(old), in_view(frame))
                 if old is None or frame is None or old.sources != frame.sources:
@@ -470,13 +469,12 @@ class SqliteWrite(SqliteRead):
                     "AND relation = ? AND object = ?",
                     removed,
                 )
-        if tokens:
+        if tokens + marks:
             conn.execute(
                 "INSERT INTO frame_tokens (context_id, n) VALUES (?, ?) "
                 "ON CONFLICT (context_id) DO UPDATE SET n = n + excluded.n",
-                (cid, tokens),
+                (cid, tokens + marks),
             )
-        tokens -= marks
         if changes.observations:
             conn.executemany(
                 "INSERT OR REPLACE INTO observations VALUES (?,?,?,?,?,?)",
