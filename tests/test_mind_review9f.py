@@ -10,13 +10,16 @@ windows end.
 from __future__ import annotations
 
 import morphz
-from morphz.mind.lifecycle import frame_tokens
+from morphz.mind.lifecycle import kept_tokens
 from morphz.mind.state import Frame
 
 
 def _tokens(frame: object) -> int:
+    """What a frame counts in view: its entry, and while it retires its marks (kept_tokens)."""
     f = frame  # a FrameView
-    return frame_tokens(Frame(f.id, f.body, tuple(f.sources), 1, "active", False, 0.0))  # type: ignore[attr-defined]
+    life, reason = f.lifecycle, f.reason  # type: ignore[attr-defined]
+    copy = Frame(f.id, f.body, tuple(f.sources), 1, life, False, 0.0, 0, reason)  # type: ignore[attr-defined]
+    return kept_tokens(copy)
 
 
 def _in_view(ctx: morphz.Context) -> int:
@@ -63,8 +66,8 @@ def test_revise_of_a_retiring_frame_cancels_its_eventual_relief(ctx: morphz.Cont
     frame and then revises it reports tokens_eventual > 0 although nothing will ever finalize,
     and a revise of a frame retired earlier does not take back the relief the retire promised."""
     _commit(ctx, '(create a "' + "a" * 40 + '") (create c "' + "c" * 40 + '")')
-    old_tokens = _tokens(ctx.mind().frame("a"))
     retire = _commit(ctx, "(retire a)")
+    old_tokens = _tokens(ctx.mind().frame("a"))  # with its retiring marks
     assert retire.tokens_eventual == old_tokens
     revise = _commit(ctx, '(revise a "short")')
     assert _pending(ctx) == 0

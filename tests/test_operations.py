@@ -293,7 +293,8 @@ def test_retire_a_frame_enters_the_organizing_window(ctx: morphz.Context) -> Non
     commit(ctx, "(create plan (x))")
     receipt = commit(ctx, "(retire plan)", reason="not needed")
     (effect,) = receipt.effects
-    assert effect.immediate == 0 and effect.eventual > 0  # relief when the window ends
+    # its retiring marks enter now; it and its marks leave when the window ends
+    assert effect.immediate < 0 < effect.eventual and effect.immediate + effect.eventual > 0
     assert "8 ticks" in effect.change
     plan = frame(ctx, "plan")
     assert (plan.lifecycle, plan.remaining_ticks, plan.reason) == ("retiring", 8, "not needed")
@@ -389,7 +390,8 @@ def test_restore_a_retiring_frame_cancels_the_window(ctx: morphz.Context) -> Non
         None,
         1,
     )
-    assert receipt.effects[0].eventual < 0 and receipt.effects[0].immediate == 0
+    # the relief is cancelled, and the retiring marks leave the mind region now
+    assert receipt.effects[0].eventual < 0 < receipt.effects[0].immediate
     tick(ctx, 9)
     assert frame(ctx, "plan").lifecycle == "active"
 
@@ -840,7 +842,7 @@ def test_without_the_fast_path_the_window_applies(
     old = frame(ctx, "old")
     assert (old.lifecycle, old.remaining_ticks) == ("retiring", 8)
     retire_effect = next(e for e in receipt.effects if e.op == "retire")
-    assert retire_effect.immediate == 0 and retire_effect.eventual > 0
+    assert retire_effect.immediate < 0 < retire_effect.eventual  # its marks now, all at the end
 
 
 def test_supersede_fast_path_on_a_retiring_frame_reports_immediate_relief(

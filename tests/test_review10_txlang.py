@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import morphz
-from morphz.mind.lifecycle import frame_tokens
+from morphz.mind.lifecycle import kept_tokens
 from morphz.mind.state import Frame
 from morphz.results import FrameView
 from morphz.txlang import parse_tx, read, read_tx
@@ -86,7 +86,9 @@ def test_reader_refuses_bytes_with_a_morphz_error() -> None:
 
 
 def _tokens(view: FrameView) -> int:
-    return frame_tokens(Frame(view.id, view.body, tuple(view.sources), 1, "active", False, 0.0))
+    """What the frame counts in view, with its marks while it retires (kept_tokens)."""
+    copy = Frame(view.id, view.body, tuple(view.sources), 1, view.lifecycle, False, 0.0)
+    return kept_tokens(copy.with_life(view.lifecycle, 0, view.reason))
 
 
 def test_fast_path_on_an_already_retiring_frame_takes_back_its_eventual_relief(

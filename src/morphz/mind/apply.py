@@ -10,7 +10,7 @@ such as running work, that were checked when the transaction was accepted).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from morphz.errors import NotFoundError, ProtectedError, TxError, ValidationError
@@ -19,11 +19,10 @@ from morphz.mind.conflicts import edge_key
 from morphz.mind.lifecycle import (
     DEFAULT_PREVIEW_THRESHOLD,
     edge_tokens,
-    frame_tokens,
     in_view,
+    kept_tokens,
     obs_tokens,
     remaining_ticks,
-    view_tokens,
 )
 from morphz.mind.state import (
     Changes,
@@ -96,6 +95,19 @@ class _Apply:
             OpEffect(self.index, self.op.name, target, change, immediate, eventual)
         )
 
+    def shown(self, frame: Frame | None) -> int:
+        """What ``frame`` shows in the mind region: its entry (with a retiring frame's marks)
+        and the relations it is the subject of; 0 when out of view."""
+        if not in_view(frame):
+            return 0
+        assert frame is not None
+        edges = self.view.subject_edges(frame.id)
+        return kept_tokens(frame) + sum(edge_tokens(e) for e in edges)
+
+    def pending(self, frame: Frame | None) -> int:
+        """The relief a retiring ``frame`` brings when its window ends; 0 for any other."""
+        return self.shown(frame) if frame is not None and frame.lifecycle == "retiring" else 0
+
     # -- lookups that refuse with a clear error
 
     def need_frame(self, fid: str) -> Frame:
@@ -164,7 +176,7 @@ def _new_frame(a: _Apply, fid: str, sources: tuple[str, ...], body: str) -> None
     a.changes.order_max = pos
     frame = Frame(fid, body, sources, 1, "active", False, pos)
     a.put_frame(frame, True, True)
-    a.effect(fid, "created", immediate=-frame_tokens(frame))
+    a.effect(fid, "created", immediate=-a.shown(frame))
 
 
 def _create(a: _Apply, op: o.Create) -> None:
@@ -180,15 +192,13 @@ def _revise(a: _Apply, op: o.Revise) -> None:
     sources = old.sources if op.sources is None else op.sources
     a.check_sources(sources)
     new = Frame(old.id, op.body_text, sources, old.revision + 1, "active", old.protected, old.pos)
-    was_visible = old.lifecycle != "retired"
+    before, pending = a.shown(old), a.pending(old)
     a.put_frame(new, True, old.lifecycle != "active")
     change = f"revision {new.revision}"
     if old.lifecycle != "active":
         change += f" (was {old.lifecycle}; now active)"
-    cost = frame_tokens(new) - (frame_tokens(old) if was_visible else 0)
     # a pending retirement is cancelled: the relief its retire promised will not come
-    pending = frame_tokens(old) if old.lifecycle == "retiring" else 0
-    a.effect(op.id, change, immediate=-cost, eventual=-pending)
+    a.effect(op.id, change, immediate=before - a.shown(new), eventual=-pending)
 
 
 # ------------------------------------------------------------ lifecycle
@@ -232,14 +242,16 @@ def _retire_frame(a: _Apply, fid: str) -> None:
         left = remaining_ticks(frame, a.view.clock)
         a.effect(fid, f"already retiring: keeps its window ({left} ticks left)")
         return
-    window = a.view.window
+    window, before = a.view.window, a.shown(frame)
     if window == 0:
         a.put_frame(frame.with_life("retired", frame.deadline, a.tx.reason), False, True)
-        a.effect(fid, "retired (window 0)", immediate=frame_tokens(frame))
+        a.effect(fid, "retired (window 0)", immediate=before)
         return
-    deadline = a.view.clock + window
-    a.put_frame(frame.with_life("retiring", deadline, a.tx.reason), False, True)
-    a.effect(fid, f"retiring: {window} ticks left", eventual=frame_tokens(frame))
+    retiring = frame.with_life("retiring", a.view.clock + window, a.tx.reason)
+    a.put_frame(retiring, False, True)
+    # its marks and reason enter now; all of it leaves when the window ends
+    after = a.shown(retiring)
+    a.effect(fid, f"retiring: {window} ticks left", immediate=before - after, eventual=after)
 
 
 def _restore(a: _Apply, op: o.Restore) -> None:
@@ -262,11 +274,11 @@ def _restore(a: _Apply, op: o.Restore) -> None:
                 f"frame '{target}' is already active: drop this operation",
                 target=target,
             )
-        a.put_frame(frame.with_life("active", None, None), False, True)
-        if frame.lifecycle == "retired":
-            a.effect(target, "restored", immediate=-frame_tokens(frame))
-        else:
-            a.effect(target, "retirement cancelled", eventual=-frame_tokens(frame))
+        before, pending = a.shown(frame), a.pending(frame)
+        restored = frame.with_life("active", None, None)
+        a.put_frame(restored, False, True)
+        change = "restored" if frame.lifecycle == "retired" else "retirement cancelled"
+        a.effect(target, change, immediate=before - a.shown(restored), eventual=-pending)
 
 
 def _protect(a: _Apply, op: o.Protect) -> None:
@@ -297,11 +309,12 @@ def _protect(a: _Apply, op: o.Protect) -> None:
             raise a.fail(
                 ValidationError, f"frame '{target}' is retired: restore it first", target=target
             )
-        cancelled = frame.lifecycle == "retiring"
+        before, pending = a.shown(frame), a.pending(frame)
         new = replace(frame, protected=True, lifecycle="active", deadline=None, reason=None)
         a.put_frame(new, False, True)
-        if cancelled:
-            a.effect(target, "protected; retirement cancelled", eventual=-frame_tokens(frame))
+        if pending:
+            change = "protected; retirement cancelled"
+            a.effect(target, change, immediate=before - a.shown(new), eventual=-pending)
         else:
             a.effect(target, "protected")
 
@@ -432,26 +445,19 @@ def _rollback(a: _Apply, op: o.Rollback) -> None:
         )
     clock = a.view.clock
     target = {f.id: _finalized_if_due(f, clock) for f in snap.frames}
-    freed = pending = 0  # the token effect: frames in view, and retirements pending
-    current = list(a.view.frames())
-    shown_before = {f.id for f in current if in_view(f)}
-    for frame in current:
-        if frame.id not in target:
-            freed += view_tokens(frame)
-            pending -= _pending(frame)
-            a.changes.frames[frame.id] = None
-            a.changes.written.update((f"content:{frame.id}", f"life:{frame.id}"))
-    for fid, frame in target.items():
-        old = a.view.frame(fid)
-        if old != frame:
-            freed += view_tokens(old) - view_tokens(frame)
-            pending += _pending(frame) - _pending(old)
-            a.put_frame(frame, True, True)
+    current = {f.id: f for f in a.view.frames()}
     wanted, edges = set(snap.edges), list(a.view.edges())
-    # the relations in view: those of frames in view before, against those of the snapshot's
-    shown_after = {fid for fid, frame in target.items() if in_view(frame)}
-    freed += sum(edge_tokens(e) for e in edges if e[0] in shown_before)  # as the kept total
-    freed -= sum(edge_tokens(e) for e in snap.edges if e[0] in shown_after)
+    # the token effect, as the kept total counts: what is in view (frames with their marks, and
+    # the relations of frames in view) and what retiring frames will free, before and after
+    freed, pending = _view_totals(current, edges)
+    after = _view_totals(target, snap.edges)
+    freed, pending = freed - after[0], after[1] - pending
+    for fid in current.keys() - target.keys():
+        a.changes.frames[fid] = None
+        a.changes.written.update((f"content:{fid}", f"life:{fid}"))
+    for fid, frame in target.items():
+        if current.get(fid) != frame:
+            a.put_frame(frame, True, True)
     for edge in edges:
         if edge not in wanted:
             a.changes.edges[edge] = False
@@ -469,8 +475,15 @@ def _rollback(a: _Apply, op: o.Rollback) -> None:
     a.effect(op.checkpoint, change, immediate=freed, eventual=pending)
 
 
-def _pending(frame: Frame | None) -> int:
-    return frame_tokens(frame) if frame is not None and frame.lifecycle == "retiring" else 0
+def _view_totals(frames: dict[str, Frame], edges: Iterable[Edge]) -> tuple[int, int]:
+    """The tokens ``frames`` and ``edges`` show in the mind region, and those of it that
+    retiring frames free when their windows end."""
+    shown = {fid: kept_tokens(f) for fid, f in frames.items() if in_view(f)}
+    retiring = {fid for fid, f in frames.items() if f.lifecycle == "retiring"}
+    for edge in edges:
+        if edge[0] in shown:
+            shown[edge[0]] += edge_tokens(edge)
+    return sum(shown.values()), sum(shown[fid] for fid in retiring)
 
 
 def _finalized_if_due(frame: Frame, clock: int) -> Frame:
@@ -562,6 +575,7 @@ def _fast_path(a: _Apply) -> None:
                 continue
             successor = a.view.frame(new_id)
             if successor is not None and old_id in successor.sources:
+                tokens = a.shown(old)  # its entry, marks and relations, all out of view now
                 a.put_frame(old.with_life("retired", None, old.reason), False, True)
                 # the retire still in force (an earlier one a restore cancelled keeps its
                 # figures, which the restore's take back)
@@ -570,8 +584,7 @@ def _fast_path(a: _Apply) -> None:
                         eff.change = f"retired at once: superseded by {new_id}"
                         # freed now; the relief pending for it (this retire's own, or an
                         # earlier tx's when it was retiring already) is taken back
-                        tokens = frame_tokens(old)
-                        eff.immediate, eff.eventual = tokens, eff.eventual - tokens
+                        eff.immediate, eff.eventual = eff.immediate + tokens, eff.eventual - tokens
                         break
                 break
 

@@ -34,6 +34,7 @@ class MindState:
         self.barrier = 0
         self.frames_by_id: dict[str, Frame] = {}
         self.edge_set: set[Edge] = set()
+        self._by_subject: dict[str, set[Edge]] = {}
         self.obs: dict[int, ObsState] = {}
         self.sessions: dict[str, SessionState] = {}
         self.snapshots: dict[str, Snapshot] = {}
@@ -86,6 +87,9 @@ class MindState:
     def edges(self) -> Iterable[Edge]:
         return list(self.edge_set)
 
+    def subject_edges(self, frame_id: str) -> list[Edge]:
+        return sorted(self._by_subject.get(frame_id, ()))
+
     def due_retirements(self, clock: int) -> list[str]:
         return sorted(fid for fid, deadline in self._retiring.items() if deadline <= clock)
 
@@ -116,12 +120,14 @@ class MindState:
                 else:
                     retiring.pop(fid, None)
         if changes.edges:
-            edge_set = self.edge_set
+            edge_set, by_subject = self.edge_set, self._by_subject
             for edge, present in changes.edges.items():
                 if present:
                     edge_set.add(edge)
-                else:
+                    by_subject.setdefault(edge[0], set()).add(edge)
+                elif edge in edge_set:
                     edge_set.discard(edge)
+                    by_subject[edge[0]].discard(edge)
         if changes.observations:
             self.obs.update(changes.observations)
         if changes.checkpoints:

@@ -253,6 +253,7 @@ class MindView(Protocol):
     def checkpoint(self, name: str) -> Snapshot | None: ...
     def frames(self) -> Iterable[Frame]: ...
     def edges(self) -> Iterable[Edge]: ...
+    def subject_edges(self, frame_id: str) -> list[Edge]: ...
     def due_retirements(self, clock: int) -> list[str]: ...
 
 
@@ -346,6 +347,12 @@ class Overlay:
         for edge, present in changed.items():
             if present:
                 yield edge
+
+    def subject_edges(self, frame_id: str) -> list[Edge]:
+        changed = self.changes.edges
+        edges = {e for e in self.base.subject_edges(frame_id) if e not in changed}
+        edges.update(e for e, present in changed.items() if present and e[0] == frame_id)
+        return sorted(edges)
 
     def due_retirements(self, clock: int) -> list[str]:
         due = set(self.base.due_retirements(clock))

@@ -148,6 +148,15 @@ class SqliteRead:
         )
         return [(s, r, o) for s, r, o in rows]
 
+    def subject_edges(self, frame_id: str) -> list[Edge]:
+        """Relations whose subject is ``frame_id`` (those the mind region shows with it)."""
+        rows = self.conn.execute(
+            "SELECT subject, relation, object FROM relations WHERE context_id = ? AND subject = ? "
+            "ORDER BY 2, 3",
+            (self.cid, frame_id),
+        )
+        return [(s, r, o) for s, r, o in rows]
+
     def citing(self, source: str) -> list[str]:
         """Frames that cite ``source`` (a frame id or an @e ref)."""
         rows = self.conn.execute(
@@ -504,7 +513,7 @@ class SqliteWrite(SqliteRead):
         left view, and those added or removed (read before the edges are written)."""
         tokens = 0
         for fid, (before, after) in flips.items():
-            for edge in self._edges_from(fid):
+            for edge in self.subject_edges(fid):
                 if edge not in edges:
                     tokens += edge_tokens(edge) * (int(after) - int(before))
         for edge, present in edges.items():
@@ -512,13 +521,6 @@ class SqliteWrite(SqliteRead):
             before, after = flips.get(edge[0]) or (self._shown(edge[0]),) * 2
             tokens += edge_tokens(edge) * (int(present and after) - int(existed and before))
         return tokens
-
-    def _edges_from(self, subject: str) -> list[Edge]:
-        rows = self.conn.execute(
-            "SELECT subject, relation, object FROM relations WHERE context_id = ? AND subject = ?",
-            (self.cid, subject),
-        )
-        return [(s, r, o) for s, r, o in rows]
 
     def _shown(self, fid: str) -> bool:
         return in_view(self._frames[fid] if fid in self._frames else self.frame(fid))
