@@ -36,12 +36,12 @@ def _previewed(encoding: morphz.encoding.Encoding, ref: str) -> bool:
 @pytest.mark.parametrize(
     ("field", "value", "says"),
     [
-        ("preview_threshold", 0, "preview_threshold must be a whole number of at least 1"),
+        ("preview_threshold", 0, "preview_threshold must be a whole number from 1 to 1000000000"),
         ("preview_threshold", -7, "not -7"),
         ("preview_threshold", 2.5, "not 2.5"),
         ("preview_threshold", True, "not True"),
         ("session_count", 0, "the current session is always listed"),
-        ("session_tokens", -1, "session_tokens must be a whole number of at least 0"),
+        ("session_tokens", -1, "session_tokens must be a whole number from 0 to 1000000000"),
         ("session_hours", 0, "session_hours must be more than 0 and at most 876,000 hours"),
         ("session_hours", -3.0, "more than 0"),
         ("session_hours", 876_001, "not 876001"),
@@ -168,7 +168,7 @@ def test_context_view_shows_and_changes_the_view(tmp_path: Path) -> None:
     assert encoding["view"] == as_json["view"]
     refused = _cli(db, "view", "work", "--session-count", "0", "--session-tokens", "9")
     assert refused.exit_code == 1
-    assert "session_count must be a whole number of at least 1" in refused.stderr
+    assert "session_count must be a whole number from 1 to 1000000" in refused.stderr
     # nothing was half-written: the valid setting given with the bad one was not stored
     with morphz.open(db) as opened:
         assert opened.context("work").view() == View(preview_threshold=4000, session_hours=2.5)

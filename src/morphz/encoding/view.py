@@ -16,6 +16,9 @@ from morphz.errors import InputError
 from morphz.mind.lifecycle import DEFAULT_PREVIEW_THRESHOLD
 
 MAX_SESSION_HOURS = 876_000  # 100 years: a window reaching past year 1 cannot be computed
+# upper bounds that keep every figure a SQLite integer and a Python int a compile can use
+MAX_SESSIONS_LISTED = 1_000_000
+MAX_CHARS_OR_TOKENS = 1_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +29,12 @@ class View:
     session_tokens: int = 4_000  # the directory's estimated tokens: full, then metadata
 
     def __post_init__(self) -> None:
-        check_whole(self.preview_threshold, "preview_threshold", 1, unit="characters")
+        most = MAX_CHARS_OR_TOKENS
+        check_whole(self.preview_threshold, "preview_threshold", 1, most, unit="characters")
         why = "the current session is always listed"
-        check_whole(self.session_count, "session_count", 1, unit="sessions", why=why)
-        check_whole(self.session_tokens, "session_tokens", 0, unit="tokens")
+        count, top = self.session_count, MAX_SESSIONS_LISTED
+        check_whole(count, "session_count", 1, top, unit="sessions", why=why)
+        check_whole(self.session_tokens, "session_tokens", 0, most, unit="tokens")
         hours = self.session_hours
         if isinstance(hours, bool) or not isinstance(hours, int | float):
             raise InputError(f"session_hours must be a number of hours, not {hours!r}")

@@ -331,7 +331,8 @@ def _reply_text(result: ActivationResult) -> str:
         if result.reason:  # delivered, with a caveat (the output limit cut the reply)
             click.echo(f"morphz: {result.reason}", err=True)
         return result.reply or ""
-    return f"activation {result.state}: {result.reason}"
+    # the reason may quote a provider's error body (remote text): its controls are shown
+    return render.visible(f"activation {result.state}: {result.reason}")
 
 
 @main.command("chat")

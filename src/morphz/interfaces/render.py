@@ -16,6 +16,7 @@ from morphz.capacity import Budget
 from morphz.encoding.view import View
 from morphz.errors import MorphzError, TxError
 from morphz.events import Event
+from morphz.graphemes import boundary
 from morphz.observe import ImportReport
 from morphz.recall.api import IndexReport
 from morphz.recall.read import ReadPage
@@ -56,10 +57,18 @@ def _cell_lines(cell: str, width: int) -> list[str]:
 
 
 def _cells(text: str) -> int:
-    """The terminal cells ``text`` takes: two for a wide (CJK) character, one otherwise."""
+    """The terminal cells ``text`` takes: two for a wide (CJK) character, none for a mark that
+    combines with the one before it (an accent, a vowel sign) or a format character (a
+    zero-width joiner), one otherwise."""
     if text.isascii():
         return len(text)
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    return sum(_cell_width(c) for c in text)
+
+
+def _cell_width(char: str) -> int:
+    if unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in "WF" else 1
 
 
 def _pad(text: str, width: int) -> str:
@@ -240,8 +249,13 @@ def receipt(r: Receipt) -> str:
 def _preview(text: str | None, width: int = 60) -> str:
     if text is None:
         return "-"
-    flat = visible(" ".join(text.split()))
-    return flat if len(flat) <= width else flat[: width - 3] + "..."
+    flat = _flat(text)
+    return flat if len(flat) <= width else flat[: boundary(flat, width - 3, -1)] + "..."
+
+
+def _flat(text: object) -> str:
+    """``text`` on one line (runs of white space as one space), its control characters shown."""
+    return visible(" ".join(str(text).split()))
 
 
 def event_line(e: Event) -> str:
@@ -261,7 +275,7 @@ def activity_line(e: Event) -> str:
     meta = e.meta or {}
     if e.kind == "model_reply" and payload.get("tool_calls"):
         calls = ", ".join(
-            f"{c['name']}({_preview(str(c.get('arguments', '')), 70)})"
+            f"{_flat(c.get('name'))}({_preview(str(c.get('arguments', '')), 70)})"
             for c in payload["tool_calls"]
         )
         return f"{e.ref} calls {calls}"
@@ -269,7 +283,7 @@ def activity_line(e: Event) -> str:
         return f"{e.ref} context_tx {_receipt_summary(e.text)}"
     if e.kind == "tool_result":
         failed = " (error)" if meta.get("error") else ""
-        return f"{e.ref} {meta.get('tool', 'tool')}{failed}: {_preview(e.text, 70)}"
+        return f"{e.ref} {_flat(meta.get('tool', 'tool'))}{failed}: {_preview(e.text, 70)}"
     if e.kind in ("approval_request", "approval_result"):
         return f"{e.ref} {e.kind}: {_preview(e.text or json.dumps(payload, sort_keys=True), 70)}"
     return event_line(e)
@@ -285,11 +299,11 @@ def _receipt_summary(text: str | None) -> str:
     if data.get("ok"):
         versions = f"v{data.get('before_version')} -> v{data.get('after_version')}"
         rebased = " (rebased)" if data.get("rebased") else ""
-        return f"committed {data.get('tx_id')} {versions}{rebased}"
+        return _flat(f"committed {data.get('tx_id')} {versions}{rebased}")
     error = data.get("error") or {}
     if not isinstance(error, dict):  # anyone may record a tx_receipt: show what it says
         error = {"code": "error", "message": error}
-    return f"refused ({error.get('code')}): {_preview(str(error.get('message')), 90)}"
+    return f"refused ({_flat(error.get('code'))}): {_preview(str(error.get('message')), 90)}"
 
 
 def events(items: Sequence[Event]) -> str:
@@ -321,7 +335,7 @@ def error(exc: MorphzError) -> str:
         for key, value in exc.details.items():
             shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
             text += f"\n  {key}: {shown}"
-    return text
+    return visible(text)  # a message may quote what was given: its controls are shown
 
 
 # ------------------------------------------------------------------ recall
@@ -414,8 +428,8 @@ def traversal(page: TraversalPage) -> str:
     ]
     headers = ("depth", "id", "type", "lifecycle", "reached via", "details")
     parts = [head, section("Nodes", table(headers, rows, max_width=200))]
-    content = [  # a body as it is (its canonical text); a preview on one line
-        f"{n.id}: {n.details[key] if key == 'body' else ' '.join(str(n.details[key]).split())}"
+    content = [  # a body as it is (its canonical text); a preview on one line; controls shown
+        f"{n.id}: {visible(str(n.details[key])) if key == 'body' else _flat(n.details[key])}"
         for n in page.nodes
         for key in ("body", "preview")
         if key in n.details
