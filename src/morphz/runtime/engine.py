@@ -60,6 +60,7 @@ from morphz.runtime.models.base import (
 )
 from morphz.runtime.models.retry import BACKOFF, refused_share
 from morphz.runtime.models.sdk import PREAMBLE
+from morphz.runtime.replies import cut_call, stop_note
 from morphz.runtime.requests import FRAMING, MESSAGE_TOKENS, Answered, RequestSequence
 from morphz.runtime.tools.base import (
     ArgumentError,
@@ -469,6 +470,8 @@ class _Run:
         payload["request"] = sent
         if response.cut:  # the output limit stopped the reply: its text or calls are partial
             payload["cut"] = "output-limit"
+        if response.stop:  # the provider stopped it (a refusal, a content filter)
+            payload["stop"] = response.stop
         if response.usage is not None:
             payload["usage"] = {
                 "input": response.usage.input_tokens,
@@ -484,19 +487,21 @@ class _Run:
             session=self.session,
         )
         self.result.events.append(reply.ref)
+        note = stop_note(response)
         if not response.tool_calls:
             if response.text is None or not response.text.strip():
                 said = "the model returned neither a reply (empty or only blanks) nor tool calls"
-                if response.cut:
-                    said += ": the model's output limit cut it (raise max_output_tokens)"
+                if note:
+                    said += f": {note}" + (" (raise max_output_tokens)" if response.cut else "")
                 await self.finish("failed", said)
                 return True
             self.result.reply = valid_text(response.text)
             await self._observe_reply(reply.ref)
-            cut = "the reply was cut at the model's output limit" if response.cut else None
-            await self.finish("delivered", cut)
+            await self.finish("delivered", note)
             return True
-        outcomes = [await self._run_tool(call) for call in response.tool_calls]
+        *whole, last = response.tool_calls  # a cut response's last call may be incomplete
+        outcomes = [await self._run_tool(call) for call in whole]
+        outcomes.append((None, cut_call(last)) if response.cut else await self._run_tool(last))
         await self._record_outcomes(response.tool_calls, outcomes)
         self.previous = {ref_seq(ref) for ref in self.result.events[start + 1 :]}
         self.produced |= self.previous

@@ -122,10 +122,13 @@ class AnthropicMessagesModel(SdkAdapter):
 
 
 def anthropic_messages(request: ModelRequest, cache: str = "5m") -> list[dict[str, Any]]:
-    """The encoding as the first user turn, then the extra messages, same-role turns merged."""
+    """The encoding as the first user turn, then the extra messages, same-role turns merged
+    (a message with nothing to send, no text but blanks and no calls, is left out)."""
     turns: list[dict[str, Any]] = [{"role": "user", "content": encoding_blocks(request, cache)}]
     for message in request.messages:
         role, blocks = message_blocks(message)
+        if not blocks:  # a reply with no text and no calls: the API refuses an empty turn
+            continue
         if turns[-1]["role"] == role:
             turns[-1]["content"].extend(blocks)
         else:
@@ -149,7 +152,8 @@ def encoding_blocks(request: ModelRequest, cache: str) -> list[dict[str, Any]]:
 
 
 def message_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
-    text = [{"type": "text", "text": message.content}] if message.content else []
+    # the API refuses a blank text block ("text content blocks must contain non-whitespace text")
+    text = [{"type": "text", "text": message.content}] if message.content.strip() else []
     if message.role == "user":
         return "user", text
     if message.role == "assistant":
@@ -180,12 +184,19 @@ def anthropic_tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
 # -- response
 
 
+# stop reasons of a reply that ended as the model meant it to, and of one the output limit or
+# the context window cut; any other (such as "refusal") is reported as the response's stop
+NORMAL_STOPS = (None, "", "end_turn", "tool_use", "stop_sequence")
+CUT_STOPS = ("max_tokens", "model_context_window_exceeded")
+
+
 def parse_message(data: dict[str, Any]) -> ModelResponse:
     if data.get("type") == "error":
         raise BadResponseError(f"the Anthropic response is an error: {data.get('error')}")
     content = data.get("content")
     if not isinstance(content, list):
         raise BadResponseError("the Anthropic response has no content list")
+    stop = data.get("stop_reason")
     texts: list[str] = []
     calls: list[ToolCall] = []
     for index, block in enumerate(content):
@@ -199,7 +210,8 @@ def parse_message(data: dict[str, Any]) -> ModelResponse:
         tool_calls=tuple(calls),
         usage=anthropic_usage(data.get("usage")),
         raw=data,
-        cut=data.get("stop_reason") == "max_tokens",
+        cut=stop in CUT_STOPS,
+        stop=None if stop in NORMAL_STOPS or stop in CUT_STOPS else str(stop),
     )
 
 

@@ -3,7 +3,10 @@
 One adapter for every server that speaks ``POST {base_url}/chat/completions``: OpenAI and most
 hosted models, vLLM, Ollama (``http://localhost:11434/v1``), llama.cpp server. Only the common
 parameters are sent (``model``, ``messages``, ``tools``, ``max_tokens``), nothing
-provider-specific, so every one of them accepts the request.
+provider-specific, so every one of them accepts the request. The exception: OpenAI's reasoning
+models (o-series, gpt-5) refuse ``max_tokens`` and ask for ``max_completion_tokens``; the adapter
+then sends that request again with ``max_completion_tokens``, and does so for every later request
+(``output_param``).
 
 This module reads no environment variables: the configuration layer
 (:mod:`morphz.runtime.config`) reads ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` and passes them
@@ -77,6 +80,7 @@ class OpenAIChatModel(SdkAdapter):
         """``settings``: those of :class:`~morphz.runtime.models.sdk.SdkAdapter`."""
         super().__init__(openai, model, **settings)
         self.turns_merged = False  # the server refused consecutive user messages once
+        self.output_param = "max_tokens"  # or max_completion_tokens, once max_tokens was refused
 
     def _unset_environment(self, client: Any) -> None:
         # the SDK fills these from OPENAI_ORG_ID and OPENAI_PROJECT_ID and sends them as headers
@@ -87,6 +91,9 @@ class OpenAIChatModel(SdkAdapter):
         try:
             body = await self._send(request, messages)
         except ProviderError as exc:
+            if refuses_max_tokens(exc, self.output_param):
+                self.output_param = "max_completion_tokens"
+                return await self.request(request)
             if not refuses_consecutive_turns(exc, messages):
                 raise
             self.turns_merged = True
@@ -102,7 +109,7 @@ class OpenAIChatModel(SdkAdapter):
                 model=self.model,
                 messages=cast("list[ChatCompletionMessageParam]", messages),
                 tools=cast("list[ChatCompletionToolUnionParam]", tools) if tools else openai.omit,
-                max_tokens=self.output_tokens(request),
+                **{self.output_param: self.output_tokens(request)},
             )
             return bytes(raw.http_response.content)
 
@@ -122,6 +129,19 @@ def chat_messages(request: ModelRequest, *, merge_turns: bool = False) -> list[d
     out.extend({"role": "user", "content": piece} for piece in pieces)
     out.extend(chat_message(m) for m in request.messages)
     return out
+
+
+def refuses_max_tokens(exc: ProviderError, param: str) -> bool:
+    """Whether ``exc`` is OpenAI refusing ``max_tokens`` for a model that takes only
+    ``max_completion_tokens`` (its reasoning models: "Unsupported parameter: 'max_tokens' ...
+    Use 'max_completion_tokens' instead")."""
+    said = exc.message
+    return (
+        param == "max_tokens"
+        and type(exc) is ProviderError
+        and "max_completion_tokens" in said
+        and "max_tokens" in said.replace("max_completion_tokens", "")
+    )
 
 
 def refuses_consecutive_turns(exc: ProviderError, messages: list[dict[str, Any]]) -> bool:
@@ -177,6 +197,7 @@ def parse_completion(data: dict[str, Any]) -> ModelResponse:
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
         raise BadResponseError("the tool_calls of the response are not a list")
+    finish = choices[0].get("finish_reason") if isinstance(choices[0], dict) else None
     text = message_text(message.get("content"))
     refusal = message.get("refusal")
     if text is None and isinstance(refusal, str) and refusal:  # the model declined: its words
@@ -186,8 +207,14 @@ def parse_completion(data: dict[str, Any]) -> ModelResponse:
         tool_calls=tuple(tool_call(i, c) for i, c in enumerate(calls)),
         usage=chat_usage(data.get("usage")),
         raw=data,
-        cut=isinstance(choices[0], dict) and choices[0].get("finish_reason") == "length",
+        cut=finish == "length",
+        stop=None if finish in NORMAL_FINISH else str(finish),
     )
+
+
+# finish reasons of a reply that ended as the model meant it to ("length" is a cut, and any
+# other, such as "content_filter", is reported as the response's stop)
+NORMAL_FINISH = (None, "stop", "tool_calls", "function_call", "length")
 
 
 def message_text(content: object) -> str | None:
