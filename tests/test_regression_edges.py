@@ -54,13 +54,14 @@ def test_batch_after_a_refused_increment_offers_only_the_maintenance_tools(
 def _apply_tx_as_before(view: Any, tx: Any, env: Any = None) -> Any:
     """apply_tx as it was at 013c773: the fast path tried after every operation."""
     from morphz.mind import apply as ap
+    from morphz.mind import supersede
 
     a = ap._Apply(view, tx, ap.REPLAY_ENV if env is None else env)
     for index, op in enumerate(tx.ops):
         a.index, a.op = index, op
         ap._HANDLERS[type(op)](a, op)
-        if a.retired_frames:
-            ap._fast_path(a)
+        if a.retired:
+            supersede.fast_path(a, list(a.retired))  # every frame retired so far, as it was
     return a.changes
 
 

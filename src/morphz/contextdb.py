@@ -100,7 +100,7 @@ class Context:
                 frames=frames,
                 observations=observations,
                 protected=protected,
-                sessions=len(r.session_rows()),
+                sessions=sum(r.active.session_counts().values()),
                 checkpoints=len(r.active.checkpoint_names()),
                 running_activations=len(r.activations(running_only=True)),
                 pressure=compile_encoding(
@@ -109,8 +109,9 @@ class Context:
             )
 
     def mind(self, *, all_observations: bool = False) -> Mind:
-        """The mind as shown to an operator. Observations: active, protected or retiring ones,
-        plus retired ones when ``all_observations``."""
+        """The mind as shown to an operator. Observations: the active ones (protected ones are
+        among them: protect refuses a retired observation, retire a protected one), plus the
+        retired ones when ``all_observations``."""
         with self.db.store.read(self.id) as r:
             clock = r.row.clock
             frames = tuple(
@@ -128,8 +129,7 @@ class Context:
             )
             observations = tuple(
                 ObservationView(make_ref(o.seq), o.kind, o.lifecycle, o.protected, o.chars)
-                for o in r.observations()
-                if all_observations or o.lifecycle == "active" or o.protected
+                for o in r.observations(active_only=not all_observations)
             )
             return Mind(
                 context=self.id,
@@ -137,7 +137,7 @@ class Context:
                 clock=clock,
                 frames=frames,
                 relations=tuple(sorted(r.edges())),
-                checkpoints=tuple((s.name, s.version) for s in r.snapshots()),
+                checkpoints=tuple(r.checkpoint_versions()),
                 observations=observations,
                 sessions=tuple((s.id, s.attention) for s in r.sessions()),
             )
@@ -147,13 +147,8 @@ class Context:
         check_whole(after, "after", 0, MAX_SEQ)
         if limit is not None and check_whole(limit, "limit", 0) == 0:
             return []
-        out: list[ev.Event] = []
         with self.db.store.read(self.id) as r:
-            for event in r.events(after):
-                out.append(event)
-                if limit is not None and len(out) >= limit:
-                    break
-        return out
+            return list(r.events(after, limit))
 
     def event(self, ref: str | int) -> ev.Event:
         seq = check_whole(ref, "seq", 1) if isinstance(ref, int) else parse_ref(ref)

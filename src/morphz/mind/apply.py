@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from morphz.errors import NotFoundError, ProtectedError, TxError, ValidationError
 from morphz.ids import ref_seq
+from morphz.mind import order
 from morphz.mind.conflicts import edge_key
 from morphz.mind.lifecycle import (
     DEFAULT_PREVIEW_THRESHOLD,
@@ -35,6 +36,7 @@ from morphz.mind.state import (
     SessionState,
     Snapshot,
 )
+from morphz.mind.supersede import completes, fast_path
 from morphz.txlang import ops as o
 from morphz.txlang.sexpr import line_col
 
@@ -66,7 +68,7 @@ REPLAY_ENV = Env(session="")
 class _Apply:
     """State of one application: the overlay, the tx and the operation being applied."""
 
-    __slots__ = ("changes", "env", "index", "op", "retired_frames", "tx", "view")
+    __slots__ = ("changes", "env", "index", "op", "retire_effects", "retired", "tx", "view")
 
     def __init__(self, view: MindView, tx: o.Tx, env: Env) -> None:
         self.changes = Changes()
@@ -75,7 +77,9 @@ class _Apply:
         self.env = env
         self.index = 0
         self.op: o.Op = tx.ops[0]
-        self.retired_frames: list[str] = []
+        # frames a retire of this tx named, in the order first named (the fast path's order)
+        self.retired: dict[str, int] = {}
+        self.retire_effects: dict[str, OpEffect] = {}  # the last retire effect of each target
 
     # -- errors and effects
 
@@ -91,9 +95,10 @@ class _Apply:
         )
 
     def effect(self, target: str, change: str, immediate: int = 0, eventual: int = 0) -> None:
-        self.changes.effects.append(
-            OpEffect(self.index, self.op.name, target, change, immediate, eventual)
-        )
+        effect = OpEffect(self.index, self.op.name, target, change, immediate, eventual)
+        self.changes.effects.append(effect)
+        if effect.op == "retire":
+            self.retire_effects[target] = effect
 
     def shown(self, frame: Frame | None) -> int:
         """What ``frame`` shows in the mind region: its entry (with a retiring frame's marks)
@@ -237,7 +242,7 @@ def _retire_frame(a: _Apply, fid: str) -> None:
         raise a.fail(
             ValidationError, f"frame '{fid}' is already retired: drop this operation", target=fid
         )
-    a.retired_frames.append(fid)
+    a.retired.setdefault(fid, len(a.retired))
     if frame.lifecycle == "retiring":
         left = remaining_ticks(frame, a.view.clock)
         a.effect(fid, f"already retiring: keeps its window ({left} ticks left)")
@@ -377,30 +382,19 @@ def _shown_edge(a: _Apply, edge: Edge) -> int:
 
 def _place(a: _Apply, op: o.Place) -> None:
     frame = a.need_frame(op.id)
-    if op.anchor is not None:
-        a.need_frame(op.anchor)
-    ordered = sorted((f for f in a.view.frames() if f.id != op.id), key=lambda f: (f.pos, f.id))
-    ids = [f.id for f in ordered]
-    if op.where == "first":
-        index = 0
-    elif op.where == "last":
-        index = len(ordered)
-    else:
-        assert op.anchor is not None
-        index = ids.index(op.anchor) + (1 if op.where == "after" else 0)
-    lo = ordered[index - 1].pos if index > 0 else None
-    hi = ordered[index].pos if index < len(ordered) else None
+    anchor = a.need_frame(op.anchor) if op.anchor is not None else None
+    lo, hi = order.between(a.view, op.id, op.where, anchor)
     if lo is None and hi is None:
         pos = 1.0
     elif lo is None:
         assert hi is not None
-        pos = hi - 1.0
+        pos = hi.pos - 1.0
     elif hi is None:
-        pos = max(lo, a.view.order_max) + 1.0
+        pos = max(lo.pos, a.view.order_max) + 1.0
     else:
-        pos = (lo + hi) / 2
-    if (lo is not None and pos <= lo) or (hi is not None and pos >= hi):
-        _renumber(a, ordered, index, frame)
+        pos = (lo.pos + hi.pos) / 2
+    if (lo is not None and pos <= lo.pos) or (hi is not None and pos >= hi.pos):
+        _renumber(a, order.renumbered(a.view, frame, op.where, op.anchor))
     else:
         a.put_frame(replace(frame, pos=pos), False, False)
         if pos > a.view.order_max:
@@ -409,9 +403,8 @@ def _place(a: _Apply, op: o.Place) -> None:
     a.effect(op.id, f"placed {op.where}" + (f" {op.anchor}" if op.anchor else ""))
 
 
-def _renumber(a: _Apply, ordered: list[Frame], index: int, moved: Frame) -> None:
+def _renumber(a: _Apply, sequence: list[Frame]) -> None:
     """Float keys ran out of room between two neighbours: renumber every frame 1..n."""
-    sequence = [*ordered[:index], moved, *ordered[index:]]
     for number, frame in enumerate(sequence, start=1):
         if frame.pos != float(number):
             a.put_frame(replace(frame, pos=float(number)), False, False)
@@ -557,38 +550,6 @@ def _restore_session(a: _Apply, op: o.RestoreSession) -> None:
 # ------------------------------------------------------------ the transaction
 
 
-def _fast_path(a: _Apply) -> None:
-    """Supersede fast path (DESIGN §7): a frame retired in this tx whose successor cites it and
-    is declared ``(relate NEW supersedes OLD)`` in this same tx is retired at once — from the
-    operation that completes the three (so a later checkpoint in the tx sees it retired). A
-    later operation of the same tx that drops the citation or the edge does not undo it: the
-    rule is what every recorded history was applied with, and the audit replays them by it."""
-    added = [e for e, present in a.changes.edges.items() if present and e[1] == "supersedes"]
-    if not added:
-        return
-    for old_id in a.retired_frames:
-        old = a.view.frame(old_id)
-        if old is None or old.lifecycle != "retiring":
-            continue
-        for new_id, _, obj in added:
-            if obj != old_id:
-                continue
-            successor = a.view.frame(new_id)
-            if successor is not None and old_id in successor.sources:
-                tokens = a.shown(old)  # its entry, marks and relations, all out of view now
-                a.put_frame(old.with_life("retired", None, old.reason), False, True)
-                # the retire still in force (an earlier one a restore cancelled keeps its
-                # figures, which the restore's take back)
-                for eff in reversed(a.changes.effects):
-                    if eff.target == old_id and eff.op == "retire":
-                        eff.change = f"retired at once: superseded by {new_id}"
-                        # freed now; the relief pending for it (this retire's own, or an
-                        # earlier tx's when it was retiring already) is taken back
-                        eff.immediate, eff.eventual = eff.immediate + tokens, eff.eventual - tokens
-                        break
-                break
-
-
 _HANDLERS: dict[type, Callable[[_Apply, o.Op], None]] = {
     o.Create: _create,  # type: ignore[dict-item]
     o.Derive: _derive,  # type: ignore[dict-item]
@@ -614,6 +575,6 @@ def apply_tx(view: MindView, tx: o.Tx, env: Env = REPLAY_ENV) -> Changes:
     for index, op in enumerate(tx.ops):
         a.index, a.op = index, op
         _HANDLERS[type(op)](a, op)
-        if a.retired_frames:
-            _fast_path(a)  # as soon as successor, edge and retire are all there
+        if a.retired:
+            fast_path(a, completes(a, op))  # as soon as successor, edge and retire are there
     return a.changes

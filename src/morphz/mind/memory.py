@@ -6,6 +6,7 @@ applies :class:`~morphz.mind.state.Changes` exactly as the store writes them.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable
 
 from morphz.mind.lifecycle import DEFAULT_WINDOW
@@ -40,6 +41,7 @@ class MindState:
         self.snapshots: dict[str, Snapshot] = {}
         self.boundary_versions: dict[str, int] = {}
         self._retiring: dict[str, int] = {}
+        self._order: list[tuple[float, str]] = []  # (pos, id) of every frame, sorted
 
     # -- MindView
 
@@ -93,6 +95,14 @@ class MindState:
     def due_retirements(self, clock: int) -> list[str]:
         return sorted(fid for fid, deadline in self._retiring.items() if deadline <= clock)
 
+    def frame_after(self, pos: float, frame_id: str) -> Frame | None:
+        at = bisect_right(self._order, (pos, frame_id))
+        return self.frames_by_id[self._order[at][1]] if at < len(self._order) else None
+
+    def frame_before(self, pos: float, frame_id: str) -> Frame | None:
+        at = bisect_left(self._order, (pos, frame_id))
+        return self.frames_by_id[self._order[at - 1][1]] if at > 0 else None
+
     # -- mutation
 
     def note_event(self, seq: int) -> None:
@@ -108,6 +118,7 @@ class MindState:
             if changes.barrier:
                 self.barrier = version
         if changes.frames:
+            self._reorder(changes.frames)
             frames, retiring = self.frames_by_id, self._retiring
             for fid, frame in changes.frames.items():
                 if frame is None:
@@ -145,3 +156,23 @@ class MindState:
         if changes.clock is not None:
             self._clock = changes.clock
         self.head = chain_head(self.head, changes)
+
+    def _reorder(self, changed: dict[str, Frame | None]) -> None:
+        """Keep ``_order`` sorted through ``changed`` (before it is applied): a few moves by
+        bisection, many (a renumber, a rollback) by sorting again."""
+        frames, order = self.frames_by_id, self._order
+        moves = []
+        for fid, frame in changed.items():
+            old = frames.get(fid)
+            if old is None or frame is None or old.pos != frame.pos:
+                moves.append((old, frame))
+        if len(moves) > 64:
+            kept = {fid: f.pos for fid, f in frames.items() if fid not in changed}
+            kept.update((fid, f.pos) for fid, f in changed.items() if f is not None)
+            self._order = sorted((pos, fid) for fid, pos in kept.items())
+            return
+        for old, new in moves:
+            if old is not None:
+                del order[bisect_left(order, (old.pos, old.id))]
+            if new is not None:
+                insort(order, (new.pos, new.id))

@@ -14,8 +14,9 @@ about four times as much, and every commit and every replayed event builds some.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Literal, Protocol
 
 FrameLife = Literal["active", "retiring", "retired"]
@@ -255,18 +256,27 @@ class MindView(Protocol):
     def edges(self) -> Iterable[Edge]: ...
     def subject_edges(self, frame_id: str) -> list[Edge]: ...
     def due_retirements(self, clock: int) -> list[str]: ...
+    # neighbours in projection order, (pos, id), any lifecycle: the first frame whose key is
+    # after (before) ``(pos, frame_id)`` (which need not be a frame's)
+    def frame_after(self, pos: float, frame_id: str) -> Frame | None: ...
+    def frame_before(self, pos: float, frame_id: str) -> Frame | None: ...
 
 
 class Overlay:
     """A :class:`MindView` that reads ``changes`` first, then the base view.
 
     Operations in one transaction apply to the state the previous ones left: each writes into
-    the shared ``changes`` and reads through this overlay.
+    the shared ``changes`` and reads through this overlay. The edges of ``changes`` are indexed
+    by subject and object as they come (an edge's key is never removed, only set to False), so
+    reading a frame's edges costs what it has, not every edge the transaction changed.
     """
 
     def __init__(self, base: MindView, changes: Changes) -> None:
         self.base = base
         self.changes = changes
+        self._indexed = 0  # how many keys of changes.edges the two indexes hold
+        self._by_subject: dict[str, list[Edge]] = {}
+        self._by_object: dict[str, list[Edge]] = {}
 
     @property
     def version(self) -> int:
@@ -351,8 +361,55 @@ class Overlay:
     def subject_edges(self, frame_id: str) -> list[Edge]:
         changed = self.changes.edges
         edges = {e for e in self.base.subject_edges(frame_id) if e not in changed}
-        edges.update(e for e, present in changed.items() if present and e[0] == frame_id)
+        if changed:
+            edges.update(e for e in self._edge_index()[0].get(frame_id, ()) if changed[e])
         return sorted(edges)
+
+    def added_edges_to(self, object_id: str) -> list[Edge]:
+        """The edges these changes add (present now) whose object is ``object_id``, in the
+        order they entered the changes."""
+        changed = self.changes.edges
+        if not changed:
+            return []
+        return [e for e in self._edge_index()[1].get(object_id, ()) if changed[e]]
+
+    def _edge_index(self) -> tuple[dict[str, list[Edge]], dict[str, list[Edge]]]:
+        """The changed edges by subject and by object, brought up to date: the keys added
+        since the last call are the last ones of the (insertion-ordered) dict."""
+        changed = self.changes.edges
+        if new := len(changed) - self._indexed:
+            by_subject, by_object = self._by_subject, self._by_object
+            for edge in reversed(list(islice(reversed(changed), new))):
+                by_subject.setdefault(edge[0], []).append(edge)
+                by_object.setdefault(edge[2], []).append(edge)
+            self._indexed = len(changed)
+        return self._by_subject, self._by_object
+
+    def frame_after(self, pos: float, frame_id: str) -> Frame | None:
+        return self._neighbour(pos, frame_id, self.base.frame_after, after=True)
+
+    def frame_before(self, pos: float, frame_id: str) -> Frame | None:
+        return self._neighbour(pos, frame_id, self.base.frame_before, after=False)
+
+    def _neighbour(
+        self, pos: float, frame_id: str, step: Callable[[float, str], Frame | None], after: bool
+    ) -> Frame | None:
+        """The base's neighbour that these changes leave as it was, or a changed frame nearer."""
+        changed = self.changes.frames
+        found = step(pos, frame_id)
+        while found is not None and found.id in changed:
+            found = step(found.pos, found.id)
+        key = (pos, frame_id)
+        best = None if found is None else (found.pos, found.id)
+        for frame in changed.values():
+            if frame is None:
+                continue
+            mine = (frame.pos, frame.id)
+            if (mine > key if after else mine < key) and (
+                best is None or (mine < best if after else mine > best)
+            ):
+                found, best = frame, mine
+        return found
 
     def due_retirements(self, clock: int) -> list[str]:
         due = set(self.base.due_retirements(clock))

@@ -10,12 +10,14 @@ mind version the traversal started at: if the mind changes in between, it is ref
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from morphz.checks import check_whole
 from morphz.errors import CursorError, InputError, RecordNotFoundError
 from morphz.ids import is_id, ref_seq
+from morphz.mind.state import Frame
 from morphz.recall import cursors
 from morphz.recall.read import event_content
 from morphz.recall.search import preview
@@ -76,43 +78,126 @@ class TraversalPage:
         }
 
 
-def _neighbours(r: ReadTxn, node: str, direction: Direction) -> list[tuple[str, Link]]:
+class _Graph:
+    """The reads a traversal makes, each at most once per node."""
+
+    def __init__(self, r: ReadTxn) -> None:
+        self.r = r
+        self._citing: dict[str, list[str]] = {}
+        self._edges: dict[str, list[tuple[str, str, str]]] = {}
+
+    def frame(self, node: str) -> Frame | None:
+        return None if node.startswith("@") else self.r.frame(node)
+
+    def citing(self, node: str) -> list[str]:
+        if node not in self._citing:
+            self._citing[node] = self.r.citing(node)
+        return self._citing[node]
+
+    def edges(self, node: str) -> list[tuple[str, str, str]]:
+        """The relations of ``node`` either way (none for an event or a missing frame)."""
+        if node not in self._edges:
+            self._edges[node] = self.r.edges_of(node) if self.frame(node) is not None else []
+        return self._edges[node]
+
+
+def _neighbours(g: _Graph, node: str, direction: Direction) -> list[tuple[str, Link]]:
     out: list[tuple[str, Link]] = []
-    frame = None if node.startswith("@") else r.frame(node)
+    frame = g.frame(node)
     if direction in ("ancestors", "both") and frame is not None:
         out.extend((src, Link(node, src, "source")) for src in frame.sources)
-        out.extend((o, Link(s, o, rel)) for s, rel, o in r.edges_of(node) if s == node)
+        out.extend((o, Link(s, o, rel)) for s, rel, o in g.edges(node) if s == node)
     if direction in ("descendants", "both"):
-        out.extend((f, Link(f, node, "source")) for f in r.citing(node))
+        out.extend((f, Link(f, node, "source")) for f in g.citing(node))
         if frame is not None:
-            out.extend((s, Link(s, o, rel)) for s, rel, o in r.edges_of(node) if o == node)
+            out.extend((s, Link(s, o, rel)) for s, rel, o in g.edges(node) if o == node)
     return out
 
 
 def _walk(
-    r: ReadTxn, root: str, direction: Direction, depth: int, events: bool
-) -> tuple[list[tuple[str, int, Link | None]], list[Link]]:
+    g: _Graph, root: str, direction: Direction, depth: int, events: bool, *, want: int
+) -> list[tuple[str, int, Link | None]]:
+    """Breadth-first from ``root``: (node, depth, link it was reached by), stopping once at
+    least ``want`` nodes are known (the order's first ones are the same either way)."""
     order: list[tuple[str, int, Link | None]] = [(root, 0, None)]
     seen = {root}
-    links: list[Link] = []
     frontier = [root]
     for level in range(1, depth + 1):
         nxt: list[str] = []
         for node in frontier:
-            for other, link in _neighbours(r, node, direction):
+            if len(order) >= want:
+                return order
+            for other, link in _neighbours(g, node, direction):
                 if other.startswith("@") and not events:
                     continue
-                links.append(link)
                 if other not in seen:
                     seen.add(other)
                     order.append((other, level, link))
                     nxt.append(other)
         frontier = nxt
-    for node in frontier:  # the last depth: its links among the nodes found, no new nodes
-        for other, link in _neighbours(r, node, direction):
-            if other in seen and not node.startswith("@"):
-                links.append(link)
-    return order, list(dict.fromkeys(links))
+    return order
+
+
+# Where a walk of every node lists a link first: by the position of the node that lists it,
+# then the section of that node's links (ancestors first: 0 the sources it cites, 1 the
+# relations it is the subject of; then descendants: 2 the frames citing it, 3 the relations it
+# is the object of), then its place in that section.
+_Key = tuple[int, int, Any]
+_Listing = tuple[Link, str, int, Any]  # a link, a node that lists it, the section, the place
+
+
+def _listings(
+    g: _Graph, node: str, direction: Direction, known: Container[str]
+) -> Iterator[_Listing]:
+    """The links between ``node`` and the ``known`` nodes (either way), with each end that
+    lists them walking ``direction``."""
+    up, down = direction in ("ancestors", "both"), direction in ("descendants", "both")
+    frame = g.frame(node)
+    for i, src in enumerate(frame.sources if frame is not None else ()):
+        if src in known:
+            yield from _sourced(Link(node, src, "source"), i, up, down)
+    for f in g.citing(node):
+        if f in known:
+            citing = g.frame(f)
+            place = citing.sources.index(node) if citing is not None else None
+            yield from _sourced(Link(f, node, "source"), place, up, down)
+    for s, rel, o in g.edges(node):
+        if (o if s == node else s) in known:
+            link = Link(s, o, rel)
+            if up and g.frame(s) is not None:
+                yield link, s, 1, (rel, o)
+            if down and g.frame(o) is not None:
+                yield link, o, 3, (s, rel)
+
+
+def _sourced(link: Link, place: int | None, up: bool, down: bool) -> Iterator[_Listing]:
+    """A source link (``link.source`` cites ``link.target`` as its ``place``-th source)."""
+    if up and place is not None:
+        yield link, link.source, 0, place
+    if down:
+        yield link, link.target, 2, link.source
+
+
+def _page_links(
+    g: _Graph, order: list[tuple[str, int, Link | None]], page: range, walk: tuple[Direction, int]
+) -> tuple[Link, ...]:
+    """Each link between two nodes up to the page's end, on the page that shows the later of
+    its two ends (a page's links shrink with its nodes), in the order a walk of every node lists
+    them first, as :func:`_neighbours` lists them: found from the links of the page's nodes.
+    An event at the walk's last depth lists none (its links lead out of the walk)."""
+    direction, depth = walk
+    upto = order[: page.stop]
+    position = {node: i for i, (node, _, _) in enumerate(upto)}
+    mute = {node for node, level, _ in upto if level == depth and node.startswith("@")}
+    keys: dict[Link, _Key] = {}
+    for node, _, _ in order[page.start : page.stop]:
+        for link, lister, section, place in _listings(g, node, direction, position):
+            if lister in mute:
+                continue
+            key = (position[lister], section, place)
+            if link not in keys or key < keys[link]:
+                keys[link] = key
+    return tuple(sorted(keys, key=keys.__getitem__))
 
 
 def _details(r: ReadTxn, node: str, bodies: bool, events: bool) -> tuple[str, dict[str, Any]]:
@@ -181,24 +266,15 @@ def traverse(
                 f"{version}): start the traversal again without the cursor"
             )
         offset = int(state["o"])
-    order, links = _walk(r, frame_id, direction, depth, include_events)
+    g = _Graph(r)
+    order = _walk(g, frame_id, direction, depth, include_events, want=offset + budget + 1)
     page = order[offset : offset + budget]
     nodes = []
     for node, level, via in page:
         kind, info = _details(r, node, include_bodies, include_events)
         nodes.append(Node(node, kind, level, via, info))
     end = offset + len(page)
-    # each link once, on the page that shows the later of its two ends: a page's links shrink
-    # with its nodes (a much-cited frame does not carry every link of the walk on its page)
-    before = {node for node, _, _ in order[:offset]}
-    upto = before | {n.id for n in nodes}
-    page_links = tuple(
-        link
-        for link in links
-        if link.source in upto
-        and link.target in upto
-        and not (link.source in before and link.target in before)
-    )
+    page_links = _page_links(g, order, range(offset, end), (direction, depth))
     next_cursor = None
     if end < len(order):
         next_cursor = cursors.encode(key, {"q": digest, "v": version, "o": end})

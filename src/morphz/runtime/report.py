@@ -94,20 +94,21 @@ class RequestStats:
 def pick_activations(
     ctx: Context, activation: str | None = None, last: int = 1
 ) -> list[ActivationRow]:
-    """The activation named, or the ``last`` most recently started ones (oldest first)."""
-    rows = sorted(ctx.activations(), key=lambda a: a.started_seq)
-    if activation is not None:
-        found = [a for a in rows if a.activation_id == activation]
-        if not found:
-            raise InputError(
-                f"no activation {activation!r} in context '{ctx.id}': "
-                "`morphz context requests --last 10` lists the latest ones; run one with "
-                "`morphz exec`"
-            )
-        return found
-    if last < 1:
+    """The activation named, or the ``last`` most recently started ones (oldest first): a
+    key lookup or a range of the store's index, not a read of every activation."""
+    if activation is None and last < 1:
         raise InputError(f"last must be at least 1, not {last}")
-    return rows[-last:]
+    with ctx.db.store.read(ctx.id) as r:
+        if activation is None:
+            return r.latest_activations(last)
+        found = r.activation(activation)
+    if found is None:
+        raise InputError(
+            f"no activation {activation!r} in context '{ctx.id}': "
+            "`morphz context requests --last 10` lists the latest ones; run one with "
+            "`morphz exec`"
+        )
+    return [found]
 
 
 def request_stats(ctx: Context, activations: Sequence[ActivationRow]) -> list[RequestStats]:

@@ -11,16 +11,11 @@ from morphz.events import Event, make_event
 from morphz.mind.lifecycle import edge_tokens, in_view, retiring_marks, view_tokens
 from morphz.mind.state import Changes, Edge, Frame, ObsState, SessionState, Snapshot
 from morphz.recall.documents import time_us
-from morphz.store.base import ActivationRow, ContextRow, SessionRow
+from morphz.store.base import ContextRow
 from morphz.store.sqlite_active import SqliteActive
 from morphz.store.sqlite_recall import SqliteRecall
-from morphz.store.sqlite_rows import (
-    ACTIVATION_COLS,
-    FRAME_COLS,
-    activation_from_row,
-    activation_params,
-    frame_from_row,
-)
+from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
+from morphz.store.sqlite_runtime import RuntimeRows, RuntimeWrites
 
 # UTC microseconds of an event time ("YYYY-MM-DDTHH:MM:SS[.ffffff]+HH:MM", as Python writes it):
 # the whole seconds from the text without its fraction (offset kept), the microseconds from the
@@ -89,8 +84,9 @@ def _dumps(value: dict[str, Any] | None) -> str | None:
     return None if value is None else _ENCODE(value)
 
 
-class SqliteRead:
-    """A snapshot of one context, inside an open read (or write) transaction."""
+class SqliteRead(RuntimeRows):
+    """A snapshot of one context, inside an open read (or write) transaction (its sessions and
+    activations: :mod:`morphz.store.sqlite_runtime`)."""
 
     def __init__(self, conn: sqlite3.Connection, row: ContextRow) -> None:
         self.conn = conn
@@ -233,6 +229,22 @@ class SqliteRead:
         )
         yield from rows  # the rows are (subject, relation, object) tuples already
 
+    def frame_after(self, pos: float, frame_id: str) -> Frame | None:
+        return self._neighbour(">", "", pos, frame_id)
+
+    def frame_before(self, pos: float, frame_id: str) -> Frame | None:
+        return self._neighbour("<", " DESC", pos, frame_id)
+
+    def _neighbour(self, op: str, desc: str, pos: float, frame_id: str) -> Frame | None:
+        """The next frame in projection order (pos, then id) one way from (pos, frame_id): one
+        step along ``frames_order`` (migration 0014)."""
+        row = self.conn.execute(
+            f"SELECT {FRAME_COLS} FROM frames INDEXED BY frames_order WHERE context_id = ? "
+            f"AND (pos, frame_id) {op} (?, ?) ORDER BY pos{desc}, frame_id{desc} LIMIT 1",
+            (self.cid, pos, frame_id),
+        ).fetchone()
+        return None if row is None else frame_from_row(row)
+
     def due_retirements(self, clock: int) -> list[str]:
         return [
             r[0]
@@ -284,10 +296,14 @@ class SqliteRead:
             )
         ]
 
-    def observations(self) -> Iterator[ObsState]:
+    def observations(self, active_only: bool = False) -> Iterator[ObsState]:
+        """Every observation in seq order; ``active_only``: the active ones, through their
+        partial index (not every observation the context ever had)."""
+        source = "observations INDEXED BY observations_active" if active_only else "observations"
+        where = " AND lifecycle = 'active'" if active_only else ""
         for seq, kind, life, protected, chars in self.conn.execute(
-            "SELECT seq, kind, lifecycle, protected, chars FROM observations "
-            "WHERE context_id = ? ORDER BY seq",
+            f"SELECT seq, kind, lifecycle, protected, chars FROM {source} "
+            f"WHERE context_id = ?{where} ORDER BY seq",
             (self.cid,),
         ):
             yield ObsState(seq, kind, life, bool(protected), chars)
@@ -299,15 +315,12 @@ class SqliteRead:
         ):
             yield SessionState(sid, attention)
 
-    def session_rows(self) -> list[SessionRow]:
+    def checkpoint_versions(self) -> list[tuple[str, int]]:
+        """(name, version) of each checkpoint by name, without its copy of the mind."""
         rows = self.conn.execute(
-            "SELECT s.session_id, s.attention, s.created_seq, s.last_seq, s.last_time, "
-            "(SELECT count(*) FROM activations a WHERE a.context_id = s.context_id "
-            " AND a.session_id = s.session_id AND a.state = 'running') "
-            "FROM sessions s WHERE s.context_id = ? ORDER BY s.last_seq DESC, s.session_id",
-            (self.cid,),
+            "SELECT name, version FROM checkpoints WHERE context_id = ? ORDER BY name", (self.cid,)
         )
-        return [SessionRow(*r) for r in rows]
+        return [(name, version) for name, version in rows]
 
     def snapshots(self) -> Iterator[Snapshot]:
         names = [
@@ -355,27 +368,8 @@ class SqliteRead:
             protected_total += n if protected else 0
         return {**counts, "protected": protected_total}
 
-    def activations(self, running_only: bool = False) -> list[ActivationRow]:
-        # the running ones through their partial index: SQLite would otherwise read every
-        # activation the context ever had (each compile asks)
-        source = "activations INDEXED BY activations_running" if running_only else "activations"
-        where = " AND state = 'running'" if running_only else ""
-        rows = self.conn.execute(
-            f"SELECT {ACTIVATION_COLS} FROM {source} WHERE context_id = ?{where} "
-            "ORDER BY started_seq",
-            (self.cid,),
-        )
-        return [activation_from_row(r) for r in rows]
 
-    def activation(self, activation_id: str) -> ActivationRow | None:
-        row = self.conn.execute(
-            f"SELECT {ACTIVATION_COLS} FROM activations WHERE context_id = ? AND activation_id = ?",
-            (self.cid, activation_id),
-        ).fetchone()
-        return None if row is None else activation_from_row(row)
-
-
-class SqliteWrite(SqliteRead):
+class SqliteWrite(SqliteRead, RuntimeWrites):
     """The projection writer, inside a ``BEGIN IMMEDIATE`` transaction."""
 
     def changed_boundaries(self, boundaries: list[str], since: int) -> dict[str, int]:
@@ -388,22 +382,6 @@ class SqliteWrite(SqliteRead):
             (self.cid, since, *boundaries),
         )
         return dict(rows.fetchall())
-
-    def session_busy(self, session_id: str) -> bool:
-        row = self.conn.execute(
-            "SELECT 1 FROM activations WHERE context_id = ? AND session_id = ? "
-            "AND state = 'running' LIMIT 1",
-            (self.cid, session_id),
-        ).fetchone()
-        return row is not None
-
-    def causally_protected(self, seq: int) -> bool:
-        row = self.conn.execute(
-            "SELECT 1 FROM activations WHERE context_id = ? AND root_seq = ? "
-            "AND state = 'running' LIMIT 1",
-            (self.cid, seq),
-        ).fetchone()
-        return row is not None
 
     def append_event(self, event: Event) -> None:
         self.append_events([event])
@@ -574,17 +552,3 @@ class SqliteWrite(SqliteRead):
             ),
         )
         self._row = row
-
-    def touch_session(self, session_id: str, seq: int, time: str) -> None:
-        self.conn.execute(
-            "UPDATE sessions SET last_seq = ?, last_time = ? WHERE context_id = ? "
-            "AND session_id = ?",
-            (seq, time, self.cid, session_id),
-        )
-
-    def put_activation(self, activation: ActivationRow) -> None:
-        self.conn.execute(
-            f"INSERT OR REPLACE INTO activations (context_id, {ACTIVATION_COLS}) "
-            f"VALUES (?, {', '.join('?' * ACTIVATION_COLS.count(','))}, ?)",
-            (self.cid, *activation_params(activation)),
-        )

@@ -12,6 +12,7 @@ line and column of the offending node.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from morphz.errors import ValidationError
 from morphz.txlang import ops as o
@@ -34,9 +35,12 @@ _MAYBE_OP = re.compile(r"\((?:context-tx|" + "|".join(map(re.escape, o.OP_NAMES)
 
 
 def _twice(op: o.Op, names: tuple[str, ...]) -> tuple[int, str] | None:
+    """The first name (in list order) that the list holds more than once, counted in one pass
+    (a scan of the list per name was quadratic in a long retire)."""
     if len(set(names)) == len(names):
         return None
-    twice = next(n for n in names if names.count(n) > 1)
+    counts = Counter(names)
+    twice = next(n for n in names if counts[n] > 1)
     return op.pos, f"'{twice}' is listed twice in {op.name}"
 
 
