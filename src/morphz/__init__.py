@@ -6,6 +6,9 @@ transactions.
 >>> ctx = db.context("context-default", create=True)   # doctest: +SKIP
 """
 
+from typing import TYPE_CHECKING, Any
+
+from morphz import capacity
 from morphz.contextdb import DEFAULT_CONTEXT, DEFAULT_SESSION, Context
 from morphz.database import Database, open
 from morphz.errors import (
@@ -13,11 +16,14 @@ from morphz.errors import (
     ConflictError,
     ContextExistsError,
     ContextNotFoundError,
+    CursorError,
+    HistoryImportError,
     InputError,
     MorphzError,
     NotFoundError,
     ParseError,
     ProtectedError,
+    RecordNotFoundError,
     SchemaError,
     StaleVersionError,
     StoreBusyError,
@@ -31,7 +37,21 @@ from morphz.observe import Observation
 from morphz.results import AuditReport, Mind, Receipt, Status
 from morphz.txlang import parse_tx, print_tx, read_tx
 
+if TYPE_CHECKING:
+    from morphz import encoding
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """``morphz.encoding`` on first use (it is only needed to compile requests, and takes a
+    sixth of the package's import time)."""
+    if name == "encoding":
+        import morphz.encoding  # sets the attribute: later uses do not come here
+
+        return morphz.encoding
+    raise AttributeError(f"module 'morphz' has no attribute {name!r}")
+
 
 __all__ = [
     "CLOCK_KINDS",
@@ -45,8 +65,10 @@ __all__ = [
     "Context",
     "ContextExistsError",
     "ContextNotFoundError",
+    "CursorError",
     "Database",
     "Event",
+    "HistoryImportError",
     "InputError",
     "Mind",
     "MorphzError",
@@ -55,6 +77,7 @@ __all__ = [
     "ParseError",
     "ProtectedError",
     "Receipt",
+    "RecordNotFoundError",
     "SchemaError",
     "StaleVersionError",
     "Status",
@@ -63,6 +86,8 @@ __all__ = [
     "TxError",
     "ValidationError",
     "__version__",
+    "capacity",
+    "encoding",
     "open",
     "parse_tx",
     "print_tx",

@@ -1,5 +1,6 @@
 """Audit: replay a context's events from genesis through the pure layer and compare the result
-with the stored projection, row by row, and the head hash chain event by event."""
+with the stored projection, row by row, and the head hash chain event by event; and ask the
+database whether its file is sound (damage the replay never reads, such as the recall index's)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from morphz import events as ev
-from morphz.errors import TxError
+from morphz.errors import StoreBusyError, StoreError, TxError
 from morphz.mind import (
     OBSERVATION_KINDS,
     Changes,
@@ -275,7 +276,8 @@ def _next_event(events: Iterator[ev.Event], state: MindState, out: _Report) -> e
     try:
         return next(events, None)
     except Exception as exc:  # a payload or meta that is not JSON, or nests beyond reading
-        out.add(f"@e{state.last_seq + 1}: the event cannot be read ({exc}): the replay stops")
+        reason = exc.__cause__ or exc  # the store's error says to run the audit: say why
+        out.add(f"@e{state.last_seq + 1}: the event cannot be read ({reason}): the replay stops")
         return None
 
 
@@ -291,24 +293,38 @@ def audit_context(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        with store.read(context_id) as r:
-            state = MindState(window=r.row.initial_window)
-            total = r.row.last_seq
-            events = r.events()
-            while (event := _next_event(events, state, out)) is not None:
-                report.events += 1
-                try:
-                    replay_event(state, event, out)
-                except Exception as exc:  # a payload the replay cannot read: a difference
-                    out.add(f"{event.ref}: damaged payload ({type(exc).__name__}: {exc})")
-                if progress is not None and report.events % PROGRESS_EVERY == 0:
-                    progress(report.events, total)
-            if progress is not None:
-                progress(report.events, total)
-            _compare_rows(state, r, out)
-            report.stored_head = r.row.head
-            report.replayed_head = state.head
+        for problem in store.check_file():  # first: the replay may read damaged pages
+            out.add(problem)
+        _replay(store, context_id, out, progress)
+    except StoreError as exc:
+        if report.ok or isinstance(exc, StoreBusyError):  # no damage found that explains it
+            raise
+        out.add(f"the replay stopped, the store cannot be read: {exc}")
     finally:
         if collecting:
             gc.enable()
     return report
+
+
+def _replay(
+    store: Store, context_id: str, out: _Report, progress: Callable[[int, int], None] | None
+) -> None:
+    """Replay the context's events and compare the result with its stored rows, in one read."""
+    report = out.report
+    with store.read(context_id) as r:
+        state = MindState(window=r.row.initial_window)
+        total = r.row.last_seq
+        events = r.events()
+        while (event := _next_event(events, state, out)) is not None:
+            report.events += 1
+            try:
+                replay_event(state, event, out)
+            except Exception as exc:  # a payload the replay cannot read: a difference
+                out.add(f"{event.ref}: damaged payload ({type(exc).__name__}: {exc})")
+            if progress is not None and report.events % PROGRESS_EVERY == 0:
+                progress(report.events, total)
+        if progress is not None:
+            progress(report.events, total)
+        _compare_rows(state, r, out)
+        report.stored_head = r.row.head
+        report.replayed_head = state.head

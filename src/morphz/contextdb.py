@@ -23,7 +23,7 @@ from morphz import observe as appending
 from morphz import owners
 from morphz.capacity import Budget, budget_over
 from morphz.checks import check_id, check_whole, check_window, parse_ref
-from morphz.errors import BudgetError, InputError
+from morphz.errors import BudgetError, InputError, RecordNotFoundError
 from morphz.ids import make_ref
 from morphz.mind import (
     Changes,
@@ -155,9 +155,11 @@ class Context:
         if seq > MAX_SEQ:
             raise InputError(f"no event {make_ref(seq)} in context '{self.id}'")
         with self.db.store.read(self.id) as r:
-            found = r.event(seq)
+            found, last = r.event(seq), r.row.last_seq
         if found is None:
-            raise InputError(f"no event {make_ref(seq)} in context '{self.id}'")
+            raise RecordNotFoundError(
+                f"no event {make_ref(seq)} in context '{self.id}': the latest is {make_ref(last)}"
+            )
         return found
 
     def sessions(self) -> list[SessionRow]:
@@ -178,6 +180,7 @@ class Context:
             options = make_options(**fields)
         elif fields:
             raise InputError("pass either options or keyword fields, not both")
+        appending.check_setting(options, "options")
         with self.db.store.read(self.id) as r:
             return compile_encoding(r, options)
 
@@ -190,6 +193,7 @@ class Context:
 
     def set_budget(self, budget: Budget) -> None:
         """Store this context's token budget (a runtime setting, not mind state)."""
+        appending.check_setting(budget, "budget")
         with self.db.store.write(self.id) as w:
             w.active.put_setting("budget", budget.to_dict())
 
@@ -202,6 +206,7 @@ class Context:
 
     def set_view(self, view: View) -> None:
         """Store this context's view (a runtime setting, not mind state)."""
+        appending.check_setting(view, "view")
         with self.db.store.write(self.id) as w:
             w.active.put_setting("view", view.to_dict())
 
@@ -268,7 +273,7 @@ class Context:
         the index of the item shown as the one that ticked (default: the first of a clock kind)."""
         if not isinstance(tick, bool):
             raise InputError(f"tick is True or False, not {tick!r}")
-        batch = [appending.check(item) for item in items]
+        batch = appending.check_all(items)
         if ticked is not None and not (isinstance(ticked, int) and 0 <= ticked < len(batch)):
             raise InputError(f"ticked is the index of an item of the batch, not {ticked!r}")
         if not batch:
@@ -325,13 +330,8 @@ class Context:
             if tick:
                 self._finalize(w, session, recorded)
             w.touch_session(session, w.row.last_seq, recorded)
-        return appending.ImportReport(
-            self.id,
-            len(items),
-            events[0].ref,
-            events[-1].ref,
-            time_module.perf_counter() - started,
-        )
+        seconds = time_module.perf_counter() - started
+        return appending.ImportReport(self.id, len(items), events[0].ref, events[-1].ref, seconds)
 
     def _finalize(self, w: WriteTxn, session: str, recorded: str) -> None:
         """Finalize retirements that are due at the current clock, as a runtime commit."""
@@ -491,8 +491,7 @@ class Context:
         """Record an activation's start; ``rooted`` gives its root (seq and ref) under the
         writer lock, before the start event is appended (writing the root itself, or checking
         it)."""
-        if objective is not None and not objective.strip():
-            raise InputError("an objective must say something: pass None to leave it out")
+        appending.check_objective(objective)
         activation_id = f"act-{uuid.uuid4().hex[:12]}"
         owner = owners.current_owner()
         root: list[tuple[int | None, str | None]] = []
@@ -521,6 +520,7 @@ class Context:
         Raises InputError when it is not running; of two concurrent calls, one finishes it."""
         if state not in ("delivered", "failed", "interrupted"):
             raise InputError("an activation finishes as delivered, failed or interrupted")
+        appending.check_reason(reason)
         with self.db.store.read(self.id) as r:
             session = self._running(r, activation_id).session_id
 

@@ -29,16 +29,26 @@ class Database:
     def context(
         self, context_id: str = DEFAULT_CONTEXT, *, create: bool = False, window: int | None = None
     ) -> Context:
-        """The context named ``context_id``; ``create=True`` makes it when it does not exist."""
+        """The context named ``context_id``; ``create=True`` makes it when it does not exist.
+        ``window`` is the new context's; for one that exists it must be its window (or None):
+        ``Context.set_window`` changes a window."""
         check_id(context_id, "context id")
+        if window is not None:
+            check_window(window)
         if create and context_id not in self.store.context_ids():
             try:
                 return self.create_context(context_id, window=window)
             except ContextExistsError:
                 pass  # another opener created it meanwhile: open it, as asked
 
-        with self.store.read(context_id):
-            pass  # raises ContextNotFoundError with a hint when it does not exist
+        with self.store.read(context_id) as r:  # ContextNotFoundError with a hint when absent
+            stored = r.row.window
+        if window is not None and window != stored:
+            raise InputError(
+                f"context '{context_id}' exists with a window of {stored} ticks, not {window}: "
+                f"leave window out to open it, or change it with "
+                f"db.context('{context_id}').set_window({window})"
+            )
         return Context(self, context_id)
 
     def create_context(self, context_id: str, *, window: int | None = None) -> Context:

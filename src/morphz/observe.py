@@ -10,6 +10,7 @@ Rows are written with one statement per table for the whole batch, so long histo
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -59,6 +60,48 @@ def check_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
     check_text(text, "meta")
     stored: dict[str, Any] = json.loads(text)  # what reading the event back gives
     return stored
+
+
+def check_reason(reason: object, what: str = "a reason") -> str | None:
+    """An activation's finishing reason (or objective): None or text, which goes into the log as
+    strict JSON; else an InputError naming it."""
+    if reason is not None and not isinstance(reason, str):
+        raise InputError(f"{what} must be text (a str) or None, not {type(reason).__name__}")
+    return reason if reason is None else check_text(reason, what)
+
+
+def check_objective(objective: object) -> str | None:
+    """An activation's objective: None, or text that says something."""
+    text = check_reason(objective, "an objective")
+    if text is not None and not text.strip():
+        raise InputError("an objective must say something: pass None to leave it out")
+    return text
+
+
+def check_setting(value: object, name: str) -> None:
+    """InputError unless ``value`` is what ``name`` takes: the budget (set_budget), the view
+    (set_view) or encode's options. None is refused too: it does not reset a setting."""
+    from morphz.capacity import Budget
+    from morphz.encoding.options import EncodeOptions
+    from morphz.encoding.view import View
+
+    kind, example = {
+        "budget": (Budget, "a morphz.capacity.Budget (Budget() is the default one)"),
+        "view": (View, "a morphz.encoding.View (View() is the default one)"),
+        "options": (EncodeOptions, "a morphz.encoding.EncodeOptions, or None"),
+    }[name]
+    if not isinstance(value, kind):
+        raise InputError(f"the {name} must be {example}, not {type(value).__name__}")
+
+
+def check_all(items: object) -> list[Checked]:
+    """Each item of an observe_batch checked; the batch itself must be a list (an iterable)."""
+    if not isinstance(items, Iterable) or isinstance(items, str | bytes | Mapping):
+        raise InputError(
+            f"observe_batch takes a list of Observation items, not {type(items).__name__}: "
+            "[morphz.Observation(kind, text), ...]"
+        )
+    return [check(item) for item in items]
 
 
 def check(item: Observation) -> Checked:
@@ -202,7 +245,7 @@ def parse_line(number: int, line: str) -> Checked:
 def read_lines(source: str | Path | IO[str] | IO[bytes]) -> Iterator[tuple[int, str]]:
     """Numbered non-blank lines of a path or an open file (text or bytes); bytes are decoded as
     UTF-8 line by line (a leading byte-order mark is allowed), so a bad line is named."""
-    if isinstance(source, str | Path):
+    if isinstance(source, str | os.PathLike):
         path = Path(source)
         try:
             handle = path.open("rb")
@@ -213,6 +256,11 @@ def read_lines(source: str | Path | IO[str] | IO[bytes]) -> Iterator[tuple[int, 
         with handle:
             yield from read_lines(handle)
         return
+    if not isinstance(source, Iterable) or isinstance(source, bytes | bytearray):
+        raise InputError(
+            f"a history is a file path or a file open for reading, not {type(source).__name__}: "
+            'pass a path, or open("history.jsonl", "rb")'
+        )
     lines = iter(cast(Iterable[str | bytes], source))
     number = 0
     while True:

@@ -92,7 +92,8 @@ class Encoding:
         for r in self.regions:
             if r.name == name:
                 return data[r.start : r.end].decode()
-        raise KeyError(name)
+        names = ", ".join(r.name for r in self.regions)
+        raise InputError(f"this encoding has no region {name!r}: its regions are {names}")
 
     def to_dict(self, include_text: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -8,6 +8,7 @@ the agent commits a transaction that derives from it.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,11 +107,11 @@ class Recall:
         ``recall_result`` observation in ``session``. Returns the result and the new event."""
         result: SearchPage | ReadPage | TraversalPage
         if op == "search":
-            result = self._fitting(self.search, params, "limit", 10)
+            result = self._fitting(_bound(self.search, op, params), params, "limit", 10)
         elif op == "read":
-            result = self._read_whole(self.read(**params), params)
+            result = self._read_whole(_bound(self.read, op, params)(**params), params)
         elif op == "frame":
-            result = self._fitting(self.frame, params, "budget", 50)
+            result = self._fitting(_bound(self.frame, op, params), params, "budget", 50)
         else:
             raise InputError(f"unknown recall operation {op!r}: use search, read or frame")
         text = _delivered(result)
@@ -151,6 +152,22 @@ class Recall:
 
 
 _Page = TypeVar("_Page", SearchPage, TraversalPage)
+_Run = TypeVar("_Run", bound=Callable[..., Any])
+
+
+def _bound(run: _Run, op: str, params: dict[str, Any]) -> _Run:
+    """``run``, once ``params`` are checked against what it takes: a missing or unknown
+    parameter is an InputError naming them (not a TypeError from the call)."""
+    signature = inspect.signature(run)
+    try:
+        signature.bind(**params)
+    except TypeError as exc:
+        takes = ", ".join(
+            name if p.default is inspect.Parameter.empty else f"{name}={p.default!r}"
+            for name, p in signature.parameters.items()
+        )
+        raise InputError(f"recall {op} takes {takes} ({exc})") from exc
+    return run
 
 
 def _items(page: SearchPage | TraversalPage) -> int:

@@ -24,6 +24,7 @@ from morphz.checks import not_unicode
 from morphz.errors import (
     ContextExistsError,
     ContextNotFoundError,
+    InputError,
     SchemaError,
     StoreBusyError,
     StoreError,
@@ -32,6 +33,7 @@ from morphz.mind.lifecycle import edge_tokens, kept_tokens
 from morphz.mind.state import GENESIS_HEAD
 from morphz.recall.documents import time_us
 from morphz.store.base import ContextRow
+from morphz.store.sqlite_files import damage, explained
 from morphz.store.sqlite_recall import SqliteRecall
 from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
 from morphz.store.sqlite_txn import SqliteRead, SqliteWrite
@@ -121,6 +123,23 @@ _AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
 }
 
 
+def _check_options(path: str | Path, synchronous: object, busy_timeout: object) -> None:
+    """Refuse, before anything is opened, options SQLite would fail on later or misread."""
+    if not isinstance(synchronous, str) or synchronous.upper() not in ("NORMAL", "FULL"):
+        raise StoreError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
+    if (
+        isinstance(busy_timeout, bool)
+        or not isinstance(busy_timeout, int | float)
+        or not busy_timeout >= 0  # NaN too
+    ):
+        raise InputError(
+            f"busy_timeout is the seconds to wait for a store another process holds: a number "
+            f"of at least 0, not {busy_timeout!r}"
+        )
+    if "\x00" in str(path):
+        raise InputError(f"a store path cannot hold a NUL character: {str(path)!r}")
+
+
 class _Reader:
     """Holds a thread's reader connection; when the thread ends, its local storage and so this
     holder go, and the finalizer closes the connection."""
@@ -151,8 +170,7 @@ class SqliteStore:
         busy_timeout: float = 30.0,
         create: bool = True,
     ) -> None:
-        if synchronous.upper() not in ("NORMAL", "FULL"):
-            raise StoreError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
+        _check_options(path, synchronous, busy_timeout)
         self.path = Path(path)
         self.synchronous = synchronous.upper()
         self.busy_timeout = busy_timeout
@@ -176,7 +194,8 @@ class SqliteStore:
             if writer is not None:  # a store that does not open keeps no connection
                 writer.close()
             if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+                message = f"cannot open the store at {self.path}: {exc}"
+                raise StoreError(explained(message, exc, self.path, opening=True)) from exc
             if isinstance(exc, OSError):  # its folder cannot be made, or the file read
                 reason = exc.strerror or str(exc)
                 raise StoreError(f"cannot open the store at {self.path}: {reason}") from exc
@@ -206,17 +225,26 @@ class SqliteStore:
                 f"{self.path} is a SQLite database but not a Morphz store (its tables are not "
                 "Morphz's): nothing was changed; check --db / MORPHZ_DB"
             )
+        if not names and not create:  # another tool's new database, or a creation cut short
+            raise StoreError(
+                f"{self.path} is a SQLite database without tables, not a Morphz store yet: "
+                "nothing was changed; check --db / MORPHZ_DB, or create a context there first "
+                "(`morphz context create --db PATH`)"
+            )
 
     # -- connections
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, *, read_only: bool = False) -> sqlite3.Connection:
         conn = sqlite3.connect(
-            self.path,
+            f"{self.path.resolve().as_uri()}?mode=ro" if read_only else self.path,
             isolation_level=None,
             check_same_thread=False,
             timeout=min(self.busy_timeout, 5.0),
+            uri=read_only,
         )
         conn.execute(f"PRAGMA busy_timeout = {int(min(self.busy_timeout, 5.0) * 1000)}")
+        if read_only:  # a store that is open is in WAL mode already
+            return conn
         self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -323,7 +351,8 @@ class SqliteStore:
         try:
             return self._reader().execute(sql).fetchall()
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot {what} in {self.path}: {exc}") from exc
+            message = f"cannot {what} in {self.path}: {exc}"
+            raise StoreError(explained(message, exc, self.path)) from exc
 
     def schema_version(self) -> int:
         rows = self._query("SELECT max(number) FROM schema_migrations", "read the schema")
@@ -396,7 +425,8 @@ class SqliteStore:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"write to {self.path} failed: {exc}") from exc
+                    message = f"write to {self.path} failed: {exc}"
+                    raise StoreError(explained(message, exc, self.path)) from exc
                 if isinstance(exc, UnicodeEncodeError):
                     raise not_unicode(exc, "text given to the store") from exc
                 raise
@@ -429,7 +459,8 @@ class SqliteStore:
                     f"the store {self.path} is locked ({exc}): another process holds it; "
                     "retry later"
                 ) from exc
-            raise StoreError(f"read from {self.path} failed: {exc}") from exc
+            message = f"read from {self.path} failed: {exc}"
+            raise StoreError(explained(message, exc, self.path)) from exc
         except UnicodeEncodeError as exc:
             raise not_unicode(exc, "text given to the store") from exc
 
@@ -456,7 +487,28 @@ class SqliteStore:
         problems = [r[0] for r in rows]
         return [] if problems == ["ok"] else problems
 
+    def check_file(self) -> list[str]:
+        """SQLite's quick check of the whole file: the damage found, worded with what to do;
+        [] when sound. On a connection of its own: after damage, SQLite fails the end of the
+        transaction that met it, which must not be a read of the caller's."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        try:
+            conn = self._connect(read_only=True)
+            try:
+                return damage(conn)
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            message = f"cannot check the file {self.path}: {exc}"
+            raise StoreError(explained(message, exc, self.path)) from exc
+
     def close(self) -> None:
+        if getattr(self._local, "writing", False):  # a callback run inside this thread's write
+            raise StoreError(
+                "the store cannot close while this thread writes to it (a callback run inside "
+                "a write, such as import_history's progress): close it after that call returns"
+            )
         if self._closed:
             return
         self._closed = True

@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from morphz.errors import StoreError
 from morphz.events import Event, make_event
 from morphz.mind.lifecycle import edge_tokens, in_view, retiring_marks, view_tokens
 from morphz.mind.state import Changes, Edge, Frame, ObsState, SessionState, Snapshot
@@ -64,20 +65,27 @@ def _loads(text: str) -> Any:
 
 def _event(row: tuple[Any, ...]) -> Event:
     cid, seq, kind, session, time, recorded, text, meta, payload, version, clock, head = row
-    return make_event(
-        cid,
-        seq,
-        kind,
-        session,
-        time,
-        recorded,
-        text,
-        None if meta is None else _loads(meta),
-        None if payload is None else _loads(payload),
-        version,
-        clock,
-        head,
-    )
+    try:
+        return make_event(
+            cid,
+            seq,
+            kind,
+            session,
+            time,
+            recorded,
+            text,
+            None if meta is None else _loads(meta),
+            None if payload is None else _loads(payload),
+            version,
+            clock,
+            head,
+        )
+    except (ValueError, RecursionError) as exc:  # not JSON (a damaged row, a hand edit)
+        raise StoreError(
+            f"event @e{seq} of context '{cid}' cannot be read: its stored meta or payload is "
+            f"not JSON ({exc}): the store is damaged; run `morphz context audit {cid}` to see "
+            "what else is, and restore the store from a backup"
+        ) from exc
 
 
 def _dumps(value: dict[str, Any] | None) -> str | None:

@@ -1,0 +1,125 @@
+"""What SQLite says about a store's files, worded with what to do next: files or a folder that
+cannot be written (WAL mode keeps ``-wal`` and ``-shm`` files beside the store, and creates
+them even to read it), a file that is not a database or is damaged, and the damage SQLite's
+``PRAGMA quick_check`` finds (the audit's check of the file itself)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sqlite3
+from pathlib import Path
+
+# SQLite's primary result codes (the low byte of an extended code)
+_CORRUPT, _READONLY, _CANTOPEN, _NOTADB = 11, 8, 14, 26
+NOT_A_STORE = (
+    "the file is not a Morphz store or is damaged: check --db / MORPHZ_DB, or restore it "
+    "from a backup; nothing was changed"
+)
+DAMAGED = (
+    "the store file is damaged: run `morphz context audit` to see where, and restore the "
+    "store from a backup; nothing was changed"
+)
+
+
+def advice(exc: sqlite3.Error, path: Path, *, opening: bool = False) -> str:
+    """What to do about the driver error ``exc`` on the store at ``path`` (``opening`` it, or
+    reading or writing it once open), or "" when there is nothing to add to SQLite's message."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code in (_CORRUPT, _NOTADB):
+        return NOT_A_STORE if opening else DAMAGED
+    if code in (_READONLY, _CANTOPEN) or "readonly" in str(exc):
+        return unwritable(path)
+    return ""
+
+
+def explained(message: str, exc: sqlite3.Error, path: Path, *, opening: bool = False) -> str:
+    """``message`` (which ends with the driver's), followed by :func:`advice` when there is
+    some."""
+    more = advice(exc, path, opening=opening)
+    return f"{message}: {more}" if more else message
+
+
+def unwritable(path: Path) -> str:
+    """Which of the store's files and folder cannot be written, and what to do; "" when all of
+    them can (the cause is elsewhere)."""
+    side = [Path(f"{path}-wal"), Path(f"{path}-shm")]
+    files = [p for p in (path, *side) if p.exists() and not os.access(p, os.W_OK)]
+    notes = []
+    if files:
+        named = ", ".join(str(p) for p in files)
+        notes.append(
+            f"{named} cannot be written: make {'it' if len(files) == 1 else 'them'} writable "
+            f"(chmod u+w {' '.join(shlex.quote(str(p)) for p in files)})"
+        )
+        if path not in files:
+            notes[-1] += (
+                f"; a read of the store while {path.name} was read-only leaves its -wal and -shm "
+                "files with the store's mode"
+            )
+    folder = path.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        notes.append(
+            f"its folder {folder} cannot be written: SQLite's WAL mode creates "
+            f"{path.name}-wal and {path.name}-shm beside the store, even to read it: make the "
+            "folder writable, or copy the store to a folder that is"
+        )
+    return "; ".join(notes)
+
+
+def damage(conn: sqlite3.Connection) -> list[str]:
+    """SQLite's ``PRAGMA quick_check`` of the whole file on ``conn`` (one pass over it, inside
+    the read open on it), worded with what to do: one problem naming the damaged tables, or
+    none when the file is sound. A busy or interrupted check is raised."""
+    try:
+        rows = _check(conn, "")
+    except sqlite3.OperationalError:
+        raise
+    except sqlite3.DatabaseError as exc:  # SQLite stops at damage it cannot step over; the
+        try:  # check of one problem may still say which page
+            rows = _check(conn, "(1)")
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError:
+            rows = [str(exc)]
+    if rows == ["ok"]:
+        return []
+    hit = _damaged_tables(conn)
+    found = f"PRAGMA quick_check: {'; '.join(rows[:3])}".replace("\n", " ")
+    where = f" in the table{'s' if len(hit) > 1 else ''} {', '.join(hit)}" if hit else ""
+    if hit and all(name.startswith("recall_") for name in hit):
+        todo = (
+            "the damage is in the recall index alone (events and mind are intact): run "
+            "`morphz context recall-index rebuild`, and if that fails too, restore the store "
+            "from a backup"
+        )
+    else:
+        todo = "restore the store from a backup (keep a copy of this file first)"
+    return [f"store file: SQLite reports it damaged{where} ({found}): {todo}"]
+
+
+def _check(conn: sqlite3.Connection, argument: str) -> list[str]:
+    return [r[0] for r in conn.execute(f"PRAGMA quick_check{argument}")]
+
+
+def _damaged_tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables whose own check (with their indexes) fails; run only once the whole file's
+    check failed, to say where."""
+    names = [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND rootpage > 0 ORDER BY name"
+        )
+    ]
+    hit = []
+    for name in names:
+        quoted = '"' + name.replace('"', '""') + '"'
+        try:
+            sound = _check(conn, f"({quoted})") == ["ok"]
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError:
+            sound = False
+        if not sound:
+            hit.append(name)
+    return hit
