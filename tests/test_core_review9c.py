@@ -1,5 +1,5 @@
 """Review 9c (core): code written in the ninth session — the `budget` refusal and the kept
-frame-token total (contextdb._check_room, store/sqlite_txn.py, migration 0009), the store's
+frame-token total (committing._check_room, store/sqlite_txn.py, migration 0009), the store's
 connection changes (store/sqlite.py), encoding options and txlang's new refusals. Each test
 fails on the code it was written against; its docstring states the expected behaviour."""
 

@@ -80,11 +80,11 @@ def test_a_history_recorded_before_the_fast_path_change_still_audits_clean(
     fired mid-tx (here one that later drops the citation, or takes a checkpoint after the three);
     the new apply_tx replays them to another state, so every such store now fails its audit
     (decisions.md warns of this only for the body-depth change)."""
-    from morphz import contextdb
+    from morphz import committing
 
     ctx.observe("user_message", "evidence")
     ctx.commit("(context-tx (base-version 0) (create old (o 1)))")
-    monkeypatch.setattr(contextdb, "apply_tx", _apply_tx_as_before)  # recorded by the old code
+    monkeypatch.setattr(committing, "apply_tx", _apply_tx_as_before)  # recorded by the old code
     version = ctx.version
     ctx.commit(
         f'(context-tx (base-version {version}) (reason "r") (derive new (from old) (n 1)) '

@@ -9,7 +9,6 @@ transaction per logical step, through the pure mind layer.
 
 from __future__ import annotations
 
-import functools
 import time as time_module
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -18,32 +17,26 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from morphz import committing, owners
 from morphz import events as ev
 from morphz import observe as appending
-from morphz import owners
-from morphz.capacity import Budget, budget_over
+from morphz.capacity import Budget
 from morphz.checks import check_id, check_whole, check_window, parse_ref
-from morphz.errors import BudgetError, InputError, RecordNotFoundError
+from morphz.errors import InputError, RecordNotFoundError
 from morphz.ids import make_ref
 from morphz.mind import (
     Changes,
-    Env,
     advances_clock,
-    apply_tx,
     chain_head,
-    decide_rebase,
     ensure_session,
     finalize_due,
     remaining_ticks,
-    tx_boundaries,
 )
 from morphz.observe import Observation
 from morphz.recall import maintain
 from morphz.results import AuditReport, FrameView, Mind, ObservationView, Receipt, Status
-from morphz.store.base import ActivationRow, ContextRow, ReadTxn, SessionRow, WriteTxn
+from morphz.store.base import ActivationRow, ReadTxn, SessionRow, WriteTxn
 from morphz.txlang import print_tx, read_tx
-from morphz.txlang.ops import Tx
-from morphz.txlang.sexpr import line_col
 
 if TYPE_CHECKING:
     from morphz.database import Database
@@ -169,6 +162,11 @@ class Context:
     def activations(self, running_only: bool = False) -> list[ActivationRow]:
         with self.db.store.read(self.id) as r:
             return r.activations(running_only)
+
+    def activation(self, activation_id: str) -> ActivationRow | None:
+        """One activation, looked up by its id (None when this context has none of that id)."""
+        with self.db.store.read(self.id) as r:
+            return r.activation(activation_id)
 
     def encode(self, options: EncodeOptions | None = None, **fields: Any) -> Encoding:
         """Compile the Context Encoding for one model request (see :mod:`morphz.encoding`).
@@ -598,73 +596,10 @@ class Context:
         canonical = print_tx(tx)  # the text itself when it is canonical already
         recorded = self.db.timestamp()
         with self.db.store.write(self.id) as w:
-            row = w.row
-            changed = (
-                w.changed_boundaries(tx_boundaries(tx), tx.base_version)
-                if tx.base_version < row.version
-                else {}
-            )
-            rebased = decide_rebase(tx, row.version, row.barrier, changed)
-            env = Env(session, w.session_busy, w.causally_protected, _threshold(w))
-            changes = apply_tx(w, tx, env)
-            ensure_session(w, changes, session)
-            version, seq = row.version + 1, row.last_seq + 1
-            head = chain_head(row.head, changes)
-            receipt = Receipt(
-                tx_id=f"tx-{version}",
-                event=make_ref(seq),
-                seq=seq,
-                session=session,
-                base_version=tx.base_version,
-                before_version=row.version,
-                after_version=version,
-                rebased=rebased,
-                effects=tuple(changes.effects),
-                head=head,
-            )
-            payload = {
-                "tx_id": receipt.tx_id,
-                "base_version": tx.base_version,
-                "rebased": rebased,
-                "reason": tx.reason,
-            }
-            event = ev.Event(
-                self.id,
-                seq,
-                ev.TX_COMMITTED,
-                session,
-                recorded,
-                recorded,
-                canonical,
-                None,
-                payload,
-                version,
-                row.clock,
-                head,
-            )
-            reindex = maintain.frames_to_reindex(w, changes)
-            w.append_event(event)
-            grown = w.write_changes(changes, version, seq)
-            if grown > 0:
-                _check_room(w, tx, changes, budget, budget_keys or {}, calibration=calibration)
-            maintain.index_events(w, [event])
-            maintain.index_frames(w, list(reindex), recorded)
-            w.set_row(
-                ContextRow(  # replace(row, ...) written out: several times cheaper
-                    row.context_id,
-                    row.created_at,
-                    version,
-                    row.clock,
-                    seq,
-                    head,
-                    row.window,
-                    row.initial_window,
-                    row.order_max if changes.order_max is None else changes.order_max,
-                    version if changes.barrier else row.barrier,
-                )
-            )
-            w.touch_session(session, seq, recorded)
-        return receipt
+            return committing.commit_in(
+                w, tx, canonical, session, recorded,
+                budget=budget, budget_keys=budget_keys or {}, calibration=calibration,
+            )  # fmt: skip
 
     def set_window(self, window: int, *, session: str = DEFAULT_SESSION) -> ev.Event:
         """Change the organizing window (in clock ticks) for retirements started from now on."""
@@ -697,62 +632,6 @@ class Context:
             maintain.index_events(w, [event])
             w.touch_session(session, seq, recorded)
         return event
-
-
-def _threshold(w: WriteTxn) -> Callable[[], int]:
-    """The context's preview threshold, read once if a receipt needs it."""
-    from morphz.encoding.view import stored_view
-
-    @functools.cache
-    def read() -> int:
-        return stored_view(w.active.settings()).preview_threshold
-
-    return read
-
-
-def _grower(tx: Tx, changes: Changes) -> dict[str, Any]:
-    """Where a budget refusal points: the operation that adds the most tokens to the view."""
-    adds = [e for e in changes.effects if e.immediate < 0]
-    if not adds:
-        return {}
-    index = min(adds, key=lambda e: (e.immediate, e.index)).index
-    line, column = line_col(tx.source, tx.ops[index].pos)
-    return {"op": tx.ops[index].name, "op_index": index, "line": line, "column": column}
-
-
-def _check_room(
-    w: WriteTxn,
-    tx: Tx,
-    changes: Changes,
-    budget: Budget | None,
-    keys: Mapping[str, int],
-    *,
-    calibration: Calibration | None,
-) -> None:
-    """Refuse (BudgetError, nothing written) a transaction ``tx`` that grew the frames in view
-    when, with the protocol, they pass the critical level (counted with ``calibration``, as the
-    runtime counts its requests): maintenance batches leave observations out, never the mind,
-    so from there no request could be served. A transaction that does not grow the frames
-    (retiring, shortening, superseding) always commits."""
-    from morphz.encoding.protocol import PROTOCOL_TOKENS
-    from morphz.encoding.tokens import figure
-
-    frames, stored = w.active.frames_and_budget()
-    base = budget or Budget.stored(stored)
-    limits = budget_over(base, keys)
-    needed = figure(frames + PROTOCOL_TOKENS, calibration).tokens
-    if needed > limits.critical:
-        raise BudgetError(
-            f"this transaction would leave frames of about {needed} tokens in view (with the "
-            f"protocol), over the critical level of {limits.critical}: maintenance could not "
-            "bring the context back under it, since only observations are left out of a "
-            "request. Make the frames smaller instead: derive a short summary and supersede "
-            "what it replaces ((relate NEW supersedes OLD) and (retire OLD) retire OLD at once), "
-            "revise frames shorter, or retire frames and wait for the window to end; or raise "
-            "the budget",
-            details={"tokens": needed, "critical": limits.critical},
-            **_grower(tx, changes),  # found only for a refusal: commits skip it
-        )
 
 
 __all__ = ["DEFAULT_CONTEXT", "DEFAULT_SESSION", "Context"]

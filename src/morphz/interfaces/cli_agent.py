@@ -24,7 +24,7 @@ import click
 import morphz
 from morphz import DEFAULT_CONTEXT
 from morphz.capacity import Budget, budget_over
-from morphz.checks import check_id
+from morphz.checks import check_id, check_text
 from morphz.ids import ref_seq
 from morphz.interfaces import render
 from morphz.interfaces.cli import (
@@ -252,6 +252,8 @@ def exec_command(
     context_id, prompt = _split(context_and_prompt)
     check_id(context_id, "context id")  # before anything is created
     check_id(session, "session id")
+    if not check_text(prompt, "PROMPT").strip():  # not a paid request on an empty message
+        raise morphz.InputError("PROMPT is empty: give the request for the agent")
     agent = prepare(db_path, model_spec, workspace, interactive=False, profile_path=profile_path)
     agent.check_new_store(db_path)
     with open_store(db_path, create=True) as db, _stopped_like_ctrl_c():
@@ -378,7 +380,9 @@ def _converse(runner: asyncio.Runner, engine: Engine, session: str) -> None:
     while (line := _read_line()) is not None:
         if not line.strip():
             continue
-        if line.strip().startswith("/"):
+        if line.strip().startswith("//"):  # a line that begins with / itself, for the agent
+            line = line.strip()[1:]
+        elif line.strip().startswith("/"):
             try:
                 if not _slash(engine, session, line.strip()):
                     break
@@ -406,6 +410,7 @@ def _read_line() -> str | None:
             line.encode("utf-8")  # bad bytes come in as lone surrogates (_lenient_stdio)
             return line
         except click.Abort:
+            click.echo()  # end the prompt's line, so the shell's prompt starts on its own
             return None
         except UnicodeError as exc:  # encoding it, or reading from a stream left strict
             at = f" at character {exc.start + 1}" if isinstance(exc, UnicodeEncodeError) else ""
@@ -418,11 +423,15 @@ def _lenient_stdio() -> None:
     bytes they were, as Python does under a C locale: a line that is not UTF-8 is then refused
     alone (_read_line), not a UnicodeDecodeError that also loses what was typed after it, and
     an echo of it (click's test runner) cannot fail. For the rest of the process (chat is the
-    last to read); a stream that cannot change is left as it is."""
+    last to read); a stream that cannot change is left as it is. At a terminal, lines are read
+    through readline when it is installed: editing and history, and no 4,095-byte cut."""
     for stream in (sys.stdin, sys.stdout):
         if isinstance(stream, io.TextIOWrapper):
             with suppress(io.UnsupportedOperation):  # decoded text already waiting in a buffer
                 stream.reconfigure(errors="surrogateescape")
+    if sys.stdin.isatty():  # line editing, and lines longer than the terminal's 4,095 bytes
+        with suppress(ImportError):  # (input() reads through readline once it is imported)
+            import readline  # noqa: F401
 
 
 async def _follow(
@@ -480,6 +489,15 @@ def _slash(engine: Engine, session: str, line: str) -> bool:
     elif command == "/requests":  # what this chat's activations sent, prefix reuse included
         stats = request_stats(ctx, pick_activations(ctx, last=5))
         out(render.request_stats(stats, total(stats)))
+    elif command in ("/help", "/recall"):
+        out(COMMANDS)
     else:
-        out("commands: /status, /mind, /encoding, /requests, /recall QUERY, /quit")
+        out(f"unknown command {render.visible(command)}: the line was not sent to the agent")
+        out(COMMANDS)
     return True
+
+
+COMMANDS = (
+    "commands: /status, /mind, /encoding, /requests, /recall QUERY, /quit, /help "
+    "(a line that begins with // is sent to the agent without its first /)"
+)

@@ -5,9 +5,9 @@ minimum holds (the current request and its dependencies)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
-from morphz.capacity import Item, select_batch
+from morphz.capacity import Batch, Item, select_batch
 from morphz.encoding.compile import Encoding
 from morphz.runtime.costs import directory_allowance, observation_costs
 
@@ -45,6 +45,36 @@ async def fit(
         while chosen and total * scale > room:
             total -= chosen.pop().tokens
     return minimum
+
+
+# the budget keys that set the hard limit when a configuration's [budget] table gives them
+LIMIT_KEYS = frozenset({"configured", "window", "output_reserve"})  # Budget fields
+
+
+def floor_reason(floor: Batch, minimum: Encoding, keys: Mapping[str, int]) -> str:
+    """What to say when even the minimum maintenance request (``floor``, compiled as
+    ``minimum``) does not fit: what takes the room, and only the remedies that can help. The
+    budget is raised where it is set: the configuration's [budget] table when it gives the
+    limit (it applies over the context's own budget), else the context's budget."""
+    where = (
+        "in the [budget] table of morphz.toml, which applies over the context's own budget"
+        if LIMIT_KEYS & set(keys)
+        else "`morphz context budget --limit N` or `--window N`"
+    )
+    inbox = next((r.tokens for r in minimum.regions if r.name == "inbox"), 0)
+    fixed = minimum.tokens - inbox
+    said = f"even the minimum maintenance request needs {floor.tokens} tokens of {floor.limit}"
+    if fixed > floor.limit:
+        return (
+            f"{said}: the protocol, the frames in view, the kernel and the tool schemas alone "
+            f"take about {fixed}, so not even the current request fits: raise the budget "
+            f"({where}){mind_share(minimum)}"
+        )
+    return (
+        f"{said}: the current request, its dependencies and protected content do not fit: "
+        f"raise the budget ({where}), or unprotect observations (`unprotect`) or retire some "
+        f"from another session first{mind_share(minimum)}"
+    )
 
 
 def mind_share(minimum: Encoding) -> str:

@@ -301,7 +301,7 @@ def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:
     if kind == "anthropic":
         from morphz.runtime.models.anthropic_messages import AnthropicMessagesModel
 
-        key = env.get("ANTHROPIC_API_KEY")
+        key = env.get("ANTHROPIC_API_KEY") or None  # empty (an unset CI secret): missing
         if key is None:
             raise InputError("set ANTHROPIC_API_KEY to use anthropic:NAME")
         return AnthropicMessagesModel(

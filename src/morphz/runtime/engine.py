@@ -434,7 +434,7 @@ class _Run:
             floor = select_batch([], minimum.tokens, hard, set())  # the minimum, as compiled
             if floor.fits:
                 return must, minimum
-            reason = floor.reason + batches.mind_share(minimum)
+            reason = batches.floor_reason(floor, minimum, self.e.config.budget_keys)
         refused = f" (the provider refused larger: {self._refusal})" if self.ceiling else ""
         self._pending_failure = reason + refused
         return None
@@ -603,11 +603,11 @@ class _Run:
 
     def _recorded_end(self) -> tuple[str, str | None] | None:
         """The state and reason this activation's end was recorded with, or None (running)."""
-        found = [a for a in self.e.ctx.activations() if a.activation_id == self.activation]
-        if not found or found[0].finished_seq is None:
+        found = self.e.ctx.activation(self.activation)
+        if found is None or found.finished_seq is None:
             return None
-        payload = self.e.ctx.event(found[0].finished_seq).payload or {}
-        return found[0].state, payload.get("reason")
+        payload = self.e.ctx.event(found.finished_seq).payload or {}
+        return found.state, payload.get("reason")
 
 
 _T = TypeVar("_T")
