@@ -118,13 +118,14 @@ def prepare(
     of an exec or chat run; nothing is opened or created."""
     settings = load(Path.home(), Path.cwd(), os.environ)
     profile = read_profile(profile_path) if profile_path is not None else settings.profile
-    bound = profile_path or settings.profile_path
+    # the bound profile and the configured one (a later run without --profile reads it again)
+    profiles = [p.resolve() for p in (profile_path, settings.profile_path) if p is not None]
     spec = _model_spec(model_spec, settings)
     tools = build_tools(settings)
     model = make_model(spec, settings, os.environ)
     store = Path(db_path).expanduser().resolve()
     configs = config_paths(Path.home(), Path.cwd())
-    protected = (store, *configs, *settings.files, *([bound.resolve()] if bound else []))
+    protected = (store, *configs, *settings.files, *profiles)
 
     config = RuntimeConfig(
         workspace=workspace.resolve(),
@@ -145,7 +146,7 @@ async def _ask(tool: Tool, args: dict[str, Any]) -> bool:
     """A person's approval of ``tool`` called with ``args``: shown whole, however long, so that
     they approve exactly what runs. The answer is read in a daemon thread, not the loop's
     executor: after Ctrl-C the loop's shutdown does not wait for a line that never comes."""
-    shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    shown = ", ".join(f"{_argument_name(k)}={v!r}" for k, v in args.items())
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[bool] = loop.create_future()
 
@@ -167,6 +168,13 @@ async def _ask(tool: Tool, args: dict[str, Any]) -> bool:
 
     threading.Thread(target=read, name="morphz-approval", daemon=True).start()
     return await answer
+
+
+def _argument_name(name: str) -> str:
+    """An argument's name as the approval prompt shows it: as written when it is a plain name,
+    else quoted with its control characters escaped (repr), like the values, so that a name
+    the model chose cannot redraw the prompt."""
+    return name if name.isidentifier() and name.isprintable() else repr(name)
 
 
 def _model_spec(given: str | None, settings: Settings) -> str:

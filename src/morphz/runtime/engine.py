@@ -530,6 +530,7 @@ class _Run:
                     ran=False,
                 )
             args = parse_arguments(call.name, call.arguments)
+            tool.check_arguments(args)  # a call that can never run is refused, never asked about
             if not await self._authorised(tool, call, args):
                 return tool, ToolOutcome(f"{call.name} was not approved", error=True, ran=False)
         except MorphzError as exc:

@@ -13,7 +13,7 @@ import json
 import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
@@ -146,6 +146,7 @@ def _escaped(match: re.Match[str]) -> str:
 
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutcome]]
+ArgsCheck = Callable[[dict[str, Any]], object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,10 +155,19 @@ class Tool:
     run: ToolFn
     policy: Policy = "allow"
     external: bool = True  # withdrawn during maintenance (context_tx and recall are not)
+    # raises ArgumentError for arguments the tool can never run with (its schema's check); the
+    # engine calls it before asking for approval, so nobody is asked about such a call
+    check: ArgsCheck | None = None
 
     @property
     def name(self) -> str:
         return self.schema.name
+
+    def check_arguments(self, args: dict[str, Any]) -> None:
+        """Refuse (ArgumentError) arguments this tool can never run with; a tool without a
+        ``check`` refuses them only when it runs."""
+        if self.check is not None:
+            self.check(args)
 
 
 class ToolRegistry:
@@ -175,7 +185,7 @@ class ToolRegistry:
         tool = self.get(name)
         if policy not in POLICIES:
             raise InputError(f"tool policy must be one of {POLICIES}, not {policy!r}")
-        self._tools[name] = Tool(tool.schema, tool.run, policy, tool.external)
+        self._tools[name] = replace(tool, policy=policy)
 
     def get(self, name: str) -> Tool:
         try:

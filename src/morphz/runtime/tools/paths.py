@@ -8,26 +8,31 @@ protects everything in it; a protected file also protects its ``-wal``, ``-shm``
 companions.
 
 Content hashes are the SHA-256 of the file's bytes. Walking lists entries in sorted pre-order and
-never enters a symlinked directory. The size caps bound what one search or read looks at.
+never enters a symlinked directory; globs are matched without unbounded backtracking. The size
+caps bound what one search or read looks at. Writes are whole or nothing: an overwrite replaces
+the file with a complete temporary one, a creation links one into place.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
+import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from morphz.runtime.tools.base import ToolContext, ToolError
+from morphz.runtime.tools.scanlines import BINARY_PROBE, is_binary  # (the search child's)
 
 SEARCH_MAX_FILE_BYTES = 2 * 1024 * 1024
 SEARCH_SKIPPED_DIRS = frozenset({".git", ".hg", ".svn"})
 READ_MAX_CHARS = 20_000  # one read_file page at most
-BINARY_PROBE = 8192  # a NUL byte in the first 8 KiB marks a binary file
+HASH_CHUNK = 1 << 20  # bytes read at a time to hash a file
 
 
 # --- resolving and guarding ---------------------------------------------------------------
@@ -76,31 +81,68 @@ def existing(tc: ToolContext, path: str) -> Path:
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A glob as a regex: ``*``, ``?`` and ``[...]`` stay within a path segment, ``**`` spans."""
-    out: list[str] = []
+    """A glob as a regex to ``fullmatch`` a relative path: ``*``, ``?`` and ``[...]`` stay
+    within a path segment; a ``**`` segment spans any number of segments (a trailing one at
+    least one); ``**`` within a segment is ``*``. The regex never backtracks without limit:
+    each run of a star and what follows it up to the next star is an atomic group matched at
+    its earliest place, which is where a glob match can always put it (fnmatch's translation
+    does the same), so a match takes at most (path length x pattern length) steps."""
+    try:
+        return re.compile(_path_regex(pattern), re.S)
+    except (re.error, OverflowError, RecursionError) as exc:
+        raise ToolError(f"the glob {pattern!r} is not a valid pattern ({exc}): fix it") from None
+
+
+def _path_regex(pattern: str) -> str:
+    chunks: list[list[str]] = [[]]  # the segments' regexes between '**' segments
+    for seg in pattern.split("/"):
+        if seg != "**":
+            chunks[-1].append(_segment(seg))
+        elif chunks[-1] or len(chunks) == 1:  # a run of '**' segments is one
+            chunks.append([])
+    body = "/".join(chunks[0])
+    if len(chunks) > 1:  # the first chunk at the start, each middle one at its earliest place
+        head, *middle, last = chunks
+        body += "/" if head else ""
+        body += "".join(f"(?>(?:[^/]*/)*?{'/'.join(chunk)}/)" for chunk in middle)
+        body += f"(?:[^/]*/)*{'/'.join(last)}" if last else ".+"
+    return body
+
+
+def _segment(glob: str) -> str:
+    """The regex of one segment of a glob (no '/' in it): literals, ``?``, ``[...]`` (``[!...]``
+    or ``[^...]`` negated) and stars, with each star but the last and what follows it atomic."""
+    chunks: list[list[str]] = [[]]  # the atoms between runs of stars
     i = 0
-    while i < len(pattern):
-        c, end = pattern[i], pattern.find("]", i + 2)
-        if pattern.startswith("**", i):
-            slash = pattern.startswith("**/", i)
-            out.append("(?:.*/)?" if slash else ".*")
-            i += 3 if slash else 2
-            continue
+    while i < len(glob):
+        c, end = glob[i], glob.find("]", i + 2)
         if c == "*":
-            out.append("[^/]*")
+            if chunks[-1] or len(chunks) == 1:
+                chunks.append([])
         elif c == "?":
-            out.append("[^/]")
+            chunks[-1].append("[^/]")
         elif c == "[" and end != -1:
-            body = pattern[i + 1 : end].replace("\\", "\\\\")
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            chunks[-1].append(_char_class(glob[i + 1 : end]))
             i = end
         else:
-            out.append(re.escape(c))
+            chunks[-1].append(re.escape(c))
         i += 1
-    try:
-        return re.compile("".join(out))
-    except re.error as exc:
-        raise ToolError(f"the glob {pattern!r} is not a valid pattern ({exc}): fix it") from None
+    texts = ["".join(chunk) for chunk in chunks]
+    if len(texts) == 1:
+        return texts[0]
+    middle = "".join(f"(?>[^/]*?{text})" for text in texts[1:-1])
+    return f"{texts[0]}{middle}[^/]*{texts[-1]}"
+
+
+def _char_class(body: str) -> str:
+    """A glob's ``[...]`` as a regex class of one character that is never '/'; its backslashes
+    and brackets are literal, and so are the characters of set operations."""
+    negated = body[0] in "!^"
+    body = body[1:] if negated else body
+    if not body:
+        raise re.error("'[!]' is a set of no characters")
+    escaped = "".join(f"\\{c}" if c in "\\[]&~|" else c for c in body)
+    return f"[^/{escaped}]" if negated else f"[{escaped}]"
 
 
 def matcher(pattern: str | None) -> Callable[[str], bool]:
@@ -121,10 +163,16 @@ def scan(directory: str) -> list[os.DirEntry[str]]:
         return []
 
 
-def walk(top: Path, recursive: bool, skip: frozenset[str] = frozenset()) -> Iterator[Path]:
-    """Paths under ``top`` in sorted pre-order; symlinked directories are not entered."""
+def walk(
+    top: Path,
+    recursive: bool,
+    skip: frozenset[str] = frozenset(),
+    until: Callable[[], bool] | None = None,
+) -> Iterator[Path]:
+    """Paths under ``top`` in sorted pre-order; symlinked directories are not entered. The
+    walk ends early once ``until()`` is true (looked at before each entry)."""
     stack = [iter(scan(str(top)))]
-    while stack:
+    while stack and not (until is not None and until()):
         entry = next(stack[-1], None)
         if entry is None:
             stack.pop()
@@ -134,11 +182,18 @@ def walk(top: Path, recursive: bool, skip: frozenset[str] = frozenset()) -> Iter
                 stack.append(iter(scan(entry.path)))
 
 
-def select(top: Path, pattern: str | None, recursive: bool, skip: frozenset[str]) -> Iterator[Path]:
+def select(
+    top: Path,
+    pattern: str | None,
+    recursive: bool,
+    skip: frozenset[str],
+    until: Callable[[], bool] | None = None,
+) -> Iterator[Path]:
     if not top.is_dir():
         return iter([top])
     matches = matcher(pattern)
-    return (p for p in walk(top, recursive, skip) if matches(p.relative_to(top).as_posix()))
+    walked = walk(top, recursive, skip, until)
+    return (p for p in walked if matches(p.relative_to(top).as_posix()))
 
 
 # --- content: hashes, pages, atomic writes ------------------------------------------------
@@ -146,11 +201,6 @@ def select(top: Path, pattern: str | None, recursive: bool, skip: frozenset[str]
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def is_binary(head: bytes) -> bool:
-    """Whether a file whose first bytes are ``head`` is binary (a NUL in the probe)."""
-    return b"\0" in head[:BINARY_PROBE]
 
 
 def read_page(
@@ -191,12 +241,26 @@ def check_hash(real: Path, expected: str) -> bytes:
     """The content of ``real``, refused unless its sha256 is ``expected`` (the content-hash
     precondition of every change)."""
     current = real.read_bytes()
-    if sha256_hex(current) != expected.lower():
+    _require(sha256_hex(current), expected)
+    return current
+
+
+def verify_hash(real: Path, expected: str) -> None:
+    """:func:`check_hash` for a caller that does not need the content: hashed in chunks, so a
+    large file is never held in memory."""
+    h = hashlib.sha256()
+    with real.open("rb") as f:
+        while chunk := f.read(HASH_CHUNK):
+            h.update(chunk)
+    _require(h.hexdigest(), expected)
+
+
+def _require(digest: str, expected: str) -> None:
+    if digest != expected.lower():
         raise ToolError(
             "the file changed since you read it: read it again with read_file and use the "
             "sha256 it reports"
         )
-    return current
 
 
 def replace_atomic(real: Path, data: bytes) -> None:
@@ -214,6 +278,51 @@ def replace_atomic(real: Path, data: bytes) -> None:
         raise
 
 
+def create_atomic(real: Path, data: bytes) -> None:
+    """Create ``real`` holding ``data``, whole or not at all: written to a temporary file beside
+    it (created as an ordinary new file is, the umask applied), then hard-linked into place,
+    which fails when something is there already (created meanwhile: never clobbered). A write
+    that fails part-way (a full disk, a file size limit) leaves nothing behind. On a file system
+    without hard links the file is created in place and removed again if its write fails."""
+    tmp = _new_temp(real.parent)
+    try:
+        with tmp.open("wb") as f:
+            f.write(data)
+        try:
+            os.link(tmp, real)
+        except OSError as exc:
+            if isinstance(exc, FileExistsError) or exc.errno not in _NO_HARD_LINKS:
+                raise
+            _create_in_place(real, data)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS}
+
+
+def _new_temp(folder: Path) -> Path:
+    """A new empty file in ``folder`` with a short random name, its mode as a new file's."""
+    for _ in range(100):
+        tmp = folder / f".morphz-{secrets.token_hex(8)}.tmp"
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+    raise ToolError(f"cannot create a temporary file in {folder}: clean up its .morphz-* files")
+
+
+def _create_in_place(real: Path, data: bytes) -> None:
+    with real.open("xb") as f:  # exclusive: ours alone, so ours to remove if the write fails
+        try:
+            f.write(data)
+        except BaseException:
+            real.unlink()
+            raise
+
+
 __all__ = [
     "BINARY_PROBE",
     "READ_MAX_CHARS",
@@ -221,6 +330,7 @@ __all__ = [
     "SEARCH_SKIPPED_DIRS",
     "check_hash",
     "check_writable",
+    "create_atomic",
     "existing",
     "glob_regex",
     "is_binary",
@@ -232,5 +342,6 @@ __all__ = [
     "scan",
     "select",
     "sha256_hex",
+    "verify_hash",
     "walk",
 ]

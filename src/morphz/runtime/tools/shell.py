@@ -31,7 +31,9 @@ from morphz.runtime.tools.workspace import params, parse_args, prop, relative, r
 MAX_TIMEOUT_S = 600.0
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_OUTPUT = 16_000
-HIDDEN_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")  # provider secrets never reach a command
+# the provider secrets (docs/cli.md) never reach a command: the keys, and the base URL, which
+# may hold credentials (https://user:password@host)
+HIDDEN_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY")
 _DRAIN_S = 2.0  # after the kill, how long the pipes may take to close
 
 _EXEC = params(
@@ -134,14 +136,8 @@ def exec_tool(
     hidden = tuple(hidden_env)
 
     async def run(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
-        a = parse_args("exec", args, _EXEC)
+        a = _check(args)
         command, timeout = a["command"], float(a["timeout_s"])
-        if not command.strip():
-            raise ArgumentError("exec: command must not be blank")
-        if "\x00" in command:
-            raise ArgumentError(
-                "exec: command must not contain a NUL character (a shell cannot run it)"
-            )
         cwd = resolve_path(tc, a["cwd"])
         if not cwd.is_dir():
             raise ToolError(f"cwd {a['cwd']!r} is not a directory; use list_files to find one")
@@ -192,7 +188,21 @@ def exec_tool(
         ),
         run,
         policy,
+        check=_check,
     )
+
+
+def _check(args: dict[str, Any]) -> dict[str, Any]:
+    """exec's arguments parsed, or ArgumentError: against the schema, and a command a shell
+    can run (not blank, no NUL character)."""
+    a = parse_args("exec", args, _EXEC)
+    if not a["command"].strip():
+        raise ArgumentError("exec: command must not be blank")
+    if "\x00" in a["command"]:
+        raise ArgumentError(
+            "exec: command must not contain a NUL character (a shell cannot run it)"
+        )
+    return a
 
 
 def _outcome(

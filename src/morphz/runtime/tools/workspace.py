@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 import re
+import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -30,21 +31,23 @@ from morphz.runtime.tools.base import (
     ToolError,
     ToolOutcome,
 )
+from morphz.runtime.tools.linesearch import literal_search, notes, regex_search
 from morphz.runtime.tools.paths import (
     READ_MAX_CHARS,
     SEARCH_MAX_FILE_BYTES,
     SEARCH_SKIPPED_DIRS,
     check_hash,
     check_writable,
+    create_atomic,
     existing,
     glob_regex,
-    is_binary,
     read_page,
     relative,
     replace_atomic,
     resolve_path,
     select,
     sha256_hex,
+    verify_hash,
 )
 from morphz.txlang.sexpr import unicode_problem
 
@@ -144,14 +147,17 @@ def parse_args(tool: str, args: dict[str, Any], schema: dict[str, Any]) -> dict[
 def _tool(name: str, description: str, schema: dict[str, Any], policy: Policy, fn: SyncFn) -> Tool:
     """A tool whose (blocking) work runs in a thread, so the event loop stays free."""
 
+    def check(args: dict[str, Any]) -> dict[str, Any]:
+        return parse_args(name, args, schema)
+
     async def run(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
-        parsed = parse_args(name, args, schema)
+        parsed = check(args)
         try:
             return await tc.in_thread(fn, parsed, tc)
         except OSError as exc:
             raise ToolError(f"{name} {args.get('path', '.')!r}: {exc.strerror or exc}") from None
 
-    return Tool(ToolSchema(name, description, schema), run, policy)
+    return Tool(ToolSchema(name, description, schema), run, policy, check=check)
 
 
 # --- list_files ---------------------------------------------------------------------------
@@ -202,7 +208,7 @@ def list_files_tool(policy: Policy = "allow") -> Tool:
 
 # --- search_files -------------------------------------------------------------------------
 
-_SEARCH_DOC = (
+_SEARCH_DOC = (  # its limits (long lines, time) are said in a result when they apply
     "Search the text files of the workspace for a literal string (a Python regex with "
     "regex=true); returns `path:line: text` in path order. Binary files, files over 2 MB and "
     ".git/.hg/.svn folders are skipped."
@@ -218,51 +224,56 @@ _SEARCH = params(
 )
 
 
-def _search(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
-    query, limit = a["query"], a["max_matches"]
-    try:
-        rx = re.compile(query if a["regex"] else re.escape(query), re.I if a["ignore_case"] else 0)
-    except re.error as exc:
-        msg = f"bad regex {query!r}: {exc}; fix it, or pass regex=false for the literal text"
-        raise ToolError(msg) from None
-    top, root = existing(tc, a["path"]), tc.workspace.resolve()
-    found: list[dict[str, Any]] = []
-    skipped = {"binary": 0, "large": 0, "outside": 0}
-    truncated = False
-    for f in select(top, a["glob"], True, SEARCH_SKIPPED_DIRS):
-        try:
-            real = f.resolve()
+def _searchable(
+    tc: ToolContext, top: Path, glob: str | None, skipped: dict[str, int], until: threading.Event
+) -> Iterator[tuple[str, str]]:
+    """The files to search under ``top``, as (path shown, real path), until ``until`` is set;
+    those linking outside the workspace or over the size cap are counted in ``skipped``. A bad
+    glob is refused at once, not when the files are first asked for."""
+    return _checked(tc, select(top, glob, True, SEARCH_SKIPPED_DIRS, until.is_set), skipped)
+
+
+def _checked(
+    tc: ToolContext, found: Iterator[Path], skipped: dict[str, int]
+) -> Iterator[tuple[str, str]]:
+    root = tc.workspace.resolve()
+    for f in found:
+        try:  # top is resolved and no symlinked folder is entered: only a symlink moves
+            real = f.resolve() if f.is_symlink() else f
+            info = real.stat()
         except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
             continue
-        if not real.is_file():
+        if not stat.S_ISREG(info.st_mode):
             continue
-        reason = None
         if not real.is_relative_to(root):
-            reason = "outside"
-        elif real.stat().st_size > SEARCH_MAX_FILE_BYTES:
-            reason = "large"
-        elif is_binary(content := real.read_bytes()):
-            reason = "binary"
-        if reason:
-            skipped[reason] += 1
-            continue
-        # lines as read_file numbers them: split at \n only (splitlines also breaks at \f, \r...)
-        text = content.decode("utf-8", "replace")
-        for number, line in enumerate(text.removesuffix("\n").split("\n"), 1):
-            if rx.search(line):
-                truncated = len(found) == limit
-                if truncated:
-                    break
-                found.append({"path": relative(tc, f), "line": number, "text": line})
-        if truncated:
-            break
-    lines = [f"{len(found)} matches for {query!r} in {relative(tc, top)}"]
-    lines += [f"{m['path']}:{m['line']}: {m['text'][:_MATCH_LINE_CHARS]}" for m in found]
-    if truncated:
+            skipped["outside"] += 1
+        elif info.st_size > SEARCH_MAX_FILE_BYTES:
+            skipped["large"] += 1
+        else:
+            yield relative(tc, f), str(real)
+
+
+def _search(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
+    query, limit, top = a["query"], a["max_matches"], existing(tc, a["path"])
+    skipped = {"binary": 0, "large": 0, "outside": 0}
+    done = threading.Event()  # a regex search's child has answered: walk no further
+    files = _searchable(tc, top, a["glob"], skipped, done)
+    if a["regex"]:  # in a child process: a regex that backtracks for ever can be stopped there
+        found = regex_search(query, a["ignore_case"], files, limit, done)
+    else:
+        found = literal_search(query, a["ignore_case"], files, limit)
+    skipped["binary"] = found.binary
+    matches = [{"path": p, "line": n, "text": line} for p, n, line in found.matches]
+    truncated = found.stop is not None
+    lines = [f"{len(matches)} matches for {query!r} in {relative(tc, top)}"]
+    lines += [f"{m['path']}:{m['line']}: {m['text'][:_MATCH_LINE_CHARS]}" for m in matches]
+    if found.stop == "limit":
         lines.append(f"[stopped at {limit} matches; narrow path or glob, or raise max_matches]")
-    if notes := ", ".join(f"{n} {k}" for k, n in skipped.items() if n):
-        lines.append(f"[files skipped: {notes} (binary, over 2 MB, or linking outside)]")
-    data = {"matches": found, "truncated": truncated, "skipped": skipped}
+    lines += notes(found)
+    if said := ", ".join(f"{n} {k}" for k, n in skipped.items() if n):
+        lines.append(f"[files skipped: {said} (binary, over 2 MB, or linking outside)]")
+    data = {"matches": matches, "truncated": truncated, "skipped": skipped}
+    data["lines_cut"] = found.lines_cut
     return ToolOutcome("\n".join(lines), data=data)
 
 
@@ -371,15 +382,14 @@ def _write(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
             if expected is None:
                 msg = "read it and pass its sha256 as expected_sha256 to overwrite it"
                 raise ToolError(f"{a['path']!r} already exists; {msg}")
-            check_hash(real, expected)
+            verify_hash(real, expected)
             replace_atomic(real, data)
             return _written(tc, real, data, "overwrote")
         if expected is not None:
             msg = "omit expected_sha256 to create it, or check the path with list_files"
             raise ToolError(f"no file at {a['path']!r} to overwrite; {msg}")
         real.parent.mkdir(parents=True, exist_ok=True)
-        with real.open("xb") as f:  # exclusive: never clobbers a file created meanwhile
-            f.write(data)
+        create_atomic(real, data)  # whole or not at all; never clobbers a file made meanwhile
         return _written(tc, real, data, "created")
 
 

@@ -1,0 +1,217 @@
+"""The matching of ``search_files``: a literal query in the agent's process (``in``, linear in
+the line and the query), a regex in a child process (:mod:`.scanlines` run as a script) that a
+signal stops and the agent's process kills when it does not answer.
+
+Python's ``re`` cannot be stopped in the agent's process: a regex that backtracks without end
+holds the GIL, so the event loop and the signal handlers freeze until SIGKILL. The child's
+limits: :data:`LINE_TIMEOUT_S` for one line (the regex is refused, naming the line) or for
+compiling the regex, :data:`REGEX_SEARCH_S` for the whole search (the matches found so far are
+returned), :data:`CHILD_MEMORY` of address space. A line is searched in its first
+:data:`SEARCH_LINE_CHARS` characters, literal or regex.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO
+
+from morphz.runtime.tools import scanlines
+from morphz.runtime.tools.base import ToolError
+from morphz.runtime.tools.paths import READ_MAX_CHARS
+from morphz.runtime.tools.scanlines import Found, scan
+
+SEARCH_LINE_CHARS = READ_MAX_CHARS  # what one read_file page shows at most
+LINE_TIMEOUT_S = 1.0  # a regex taking longer on one line backtracks out of bounds
+REGEX_SEARCH_S = 30.0  # a regex search in all: past it, the matches found so far
+CHILD_MEMORY = 2 << 30  # bytes of address space for the regex search's child process
+_GRACE_S = 10.0  # the child's start and answer, beyond REGEX_SEARCH_S, before it is killed
+_CHILD = Path(scanlines.__file__)
+_ADVICE = "simplify it, anchor it with literal text, or pass regex=false for the literal text"
+
+
+def literal_search(
+    query: str, ignore_case: bool, files: Iterable[tuple[str, str]], limit: int
+) -> Found:
+    """The lines holding ``query`` (ignoring case: both case-folded), in the agent's process."""
+    found = Found()
+    match = _literal(query, ignore_case)
+    scan(files, match, limit=limit, line_chars=SEARCH_LINE_CHARS, found=found)
+    return found
+
+
+def _literal(query: str, ignore_case: bool) -> Callable[[str], bool]:
+    if not ignore_case:
+        return lambda line: query in line
+    folded = query.casefold()
+    return lambda line: folded in line.casefold()
+
+
+def regex_search(
+    query: str,
+    ignore_case: bool,
+    files: Iterable[tuple[str, str]],
+    limit: int,
+    done: threading.Event | None = None,
+) -> Found:
+    """The lines ``query`` (Python's regex syntax) matches, found by a child process that is
+    given ``files`` as they come (it stops taking them once it has found enough, or its time is
+    over; then ``done`` is set, for the walk that makes ``files`` to end); a regex that does not
+    compile, or takes too long on one line, is refused (ToolError)."""
+    request = {
+        "pattern": query,
+        "ignore_case": ignore_case,
+        "limit": limit,
+        "line_chars": SEARCH_LINE_CHARS,
+        "line_s": LINE_TIMEOUT_S,
+        "total_s": REGEX_SEARCH_S,
+        "memory": CHILD_MEMORY,
+    }
+    found = Found(**json.loads(_run_child(request, files, done or threading.Event())))
+    _refuse(query, found)
+    return found
+
+
+def _run_child(
+    request: dict[str, object], files: Iterable[tuple[str, str]], done: threading.Event
+) -> bytes:
+    """The child's answer; it is killed if it has not answered within its time and a grace."""
+    if not sys.executable:
+        raise ToolError("no Python interpreter to run a regex search; pass regex=false")
+    with tempfile.TemporaryFile() as errors:  # a file: a long traceback never blocks the child
+        try:
+            child = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(_CHILD)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+            )
+        except OSError as exc:
+            raise ToolError(
+                f"cannot start the regex search ({exc.strerror or exc}); pass regex=false"
+            ) from None
+        assert child.stdin is not None and child.stdout is not None  # both are pipes
+        feeding = _Feeder(child.stdin, request, files)
+        killer = threading.Timer(REGEX_SEARCH_S + _GRACE_S, child.kill)
+        killer.start()
+        try:
+            answer = child.stdout.read()
+            child.wait()
+        finally:
+            killer.cancel()
+            child.kill()  # (ended already, unless this thread was interrupted)
+            child.wait()
+            child.stdout.close()
+            done.set()
+            feeding.finish()
+        errors.seek(0)
+        _check_exit(child.returncode, errors.read().decode("utf-8", "replace"))
+    return answer
+
+
+class _Feeder:
+    """Writes the request, then the files one JSON line each, to the child's stdin in a thread
+    of its own, walking the workspace as the child asks for more."""
+
+    def __init__(
+        self, pipe: IO[bytes], request: dict[str, object], files: Iterable[tuple[str, str]]
+    ) -> None:
+        self.pipe = pipe
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(
+            target=self._feed, args=(request, files), name="morphz-search-feed", daemon=True
+        )
+        self.thread.start()
+
+    def _feed(self, request: dict[str, object], files: Iterable[tuple[str, str]]) -> None:
+        try:
+            self._send(request)
+            for rel, path in files:
+                self._send([rel, path])
+        except BrokenPipeError:  # the child stopped reading: it has enough, or its time is over
+            return
+        except BaseException as exc:  # the walk failed: said once the child has answered
+            self.error = exc
+        finally:  # no more files: the child answers with what it found
+            with contextlib.suppress(BrokenPipeError):
+                self.pipe.close()
+
+    def _send(self, item: object) -> None:
+        self.pipe.write(json.dumps(item).encode("ascii") + b"\n")
+        self.pipe.flush()  # now: the walk may take long to find the next file
+
+    def finish(self) -> None:
+        """Wait for the thread (the child has ended: its writes fail at once) and raise what
+        the walk raised."""
+        self.thread.join()
+        with contextlib.suppress(BrokenPipeError):
+            self.pipe.close()
+        if self.error is not None:
+            raise self.error
+
+
+def _check_exit(code: int, errors: str) -> None:
+    if code == 0:
+        return
+    if code == -signal.SIGKILL:
+        raise ToolError(
+            f"the regex search did not answer within {REGEX_SEARCH_S + _GRACE_S:g} s and was "
+            "stopped; narrow path or glob, or simplify the regex"
+        )
+    said = (errors.strip().splitlines() or ["no message"])[-1]
+    raise ToolError(
+        f"the regex search failed (exit status {code}: {said[:300]}); narrow path or glob, "
+        "simplify the regex, or pass regex=false"
+    )
+
+
+def _refuse(query: str, found: Found) -> None:
+    """A ToolError for a search the child could not do."""
+    shown = f"{query!r:.120}"
+    if found.error is not None:
+        raise ToolError(f"bad regex {shown}: {found.error}; fix it, or pass regex=false")
+    if found.slow is not None:
+        rel, number = found.slow
+        where = f"on one line ({rel}:{number})" if number else "to compile"
+        raise ToolError(
+            f"the regex {shown} took over {LINE_TIMEOUT_S:g} s {where}: it backtracks too much "
+            f"(nested repeats such as (a+)+ or (a|aa)* can take for ever); {_ADVICE}"
+        )
+    if found.stop == "memory":
+        raise ToolError(f"the regex {shown} needs more than {CHILD_MEMORY >> 30} GiB; {_ADVICE}")
+    if found.unreadable is not None:
+        rel, reason = found.unreadable
+        raise ToolError(f"search_files {rel!r}: {reason}")
+
+
+def notes(found: Found) -> list[str]:
+    """What a search's result says about lines not searched whole and time run out."""
+    out = []
+    if found.lines_cut:
+        out.append(
+            f"[line(s) longer than {SEARCH_LINE_CHARS} characters were searched in their "
+            f"first {SEARCH_LINE_CHARS} only: {found.lines_cut}]"
+        )
+    if found.stop == "time":
+        out.append(
+            f"[the regex search stopped after {REGEX_SEARCH_S:g} s: these are the matches "
+            "found so far; narrow path or glob, or simplify the regex]"
+        )
+    return out
+
+
+__all__ = [
+    "LINE_TIMEOUT_S",
+    "REGEX_SEARCH_S",
+    "SEARCH_LINE_CHARS",
+    "literal_search",
+    "notes",
+    "regex_search",
+]
