@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -41,7 +42,7 @@ from morphz.runtime.config import Settings, config_paths, load, make_model, read
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
 from morphz.runtime.models.base import Model
 from morphz.runtime.report import pick_activations, request_stats, total
-from morphz.runtime.tools.base import Tool, ToolRegistry
+from morphz.runtime.tools.base import ApprovalEnded, Tool, ToolRegistry
 from morphz.runtime.tools.shell import shell_tools
 from morphz.runtime.tools.workspace import workspace_tools
 
@@ -147,6 +148,9 @@ async def _ask(tool: Tool, args: dict[str, Any]) -> bool:
     they approve exactly what runs. The answer is read in a daemon thread, not the loop's
     executor: after Ctrl-C the loop's shutdown does not wait for a line that never comes."""
     shown = ", ".join(f"{_argument_name(k)}={v!r}" for k, v in args.items())
+    show_new = _SHOW_NEW.get()
+    if show_new is not None:  # what led to the question comes before it
+        await show_new()
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[bool] = loop.create_future()
 
@@ -159,9 +163,13 @@ async def _ask(tool: Tool, args: dict[str, Any]) -> bool:
             answer.set_result(bool(result))
 
     def read() -> None:
+        error: BaseException | None
         try:
             result, error = click.confirm(f"allow {tool.name}({shown})?", False), None
-        except BaseException as exc:  # click.Abort at the end of input: the turn ends
+        except click.Abort:  # the end of input: the turn ends, stopped by the person
+            said = f"input ended at the approval prompt for {tool.name}: the person stopped it"
+            result, error = None, ApprovalEnded(said)
+        except BaseException as exc:
             result, error = None, exc
         with suppress(RuntimeError):  # the loop closed while the person was answering
             loop.call_soon_threadsafe(settle, result, error)
@@ -400,7 +408,7 @@ def _converse(runner: asyncio.Runner, engine: Engine, session: str) -> None:
         try:
             turn = _follow(engine.ctx, session, engine.run(line, session=session))
             result = runner.run(turn)
-        except click.Abort:  # input ended at an approval prompt: the turn was interrupted
+        except ApprovalEnded:  # input ended at an approval prompt: the turn was interrupted
             break
         except morphz.InputError as exc:  # the line was refused: say so, keep the chat
             report_error(exc, "text")
@@ -442,21 +450,32 @@ def _lenient_stdio() -> None:
             import readline  # noqa: F401
 
 
+# What the turn being followed shows before a question is asked: _ask prints the activity
+# recorded so far (the call, its approval request) before its prompt, not after it
+_SHOW_NEW: ContextVar[Callable[[], Awaitable[None]] | None] = ContextVar("show_new", default=None)
+
+
 async def _follow(
     ctx: morphz.Context, session: str, activation: Coroutine[Any, Any, ActivationResult]
 ) -> ActivationResult:
     """Run ``activation`` while printing (to stderr) the events it records as they land: tool
     calls, results, commits and refusals, approvals."""
     seen = await asyncio.to_thread(lambda: ctx.status().last_seq)
-    task = asyncio.ensure_future(activation)
+    lock = asyncio.Lock()  # the poll and an approval prompt print each event once, in order
 
     async def show_new() -> None:
         nonlocal seen
-        for event in await asyncio.to_thread(ctx.events, after=seen):
-            seen = event.seq
-            if _worth_showing(event, session):
-                click.echo(render.activity_line(event), err=True)
+        async with lock:
+            for event in await asyncio.to_thread(ctx.events, after=seen):
+                seen = event.seq
+                if _worth_showing(event, session):
+                    click.echo(render.activity_line(event), err=True)
 
+    token = _SHOW_NEW.set(show_new)
+    try:
+        task = asyncio.ensure_future(activation)  # the task sees show_new (its context's copy)
+    finally:
+        _SHOW_NEW.reset(token)
     try:
         while not task.done():
             await asyncio.wait({task}, timeout=FOLLOW_INTERVAL)

@@ -63,6 +63,7 @@ from morphz.runtime.models.sdk import PREAMBLE
 from morphz.runtime.replies import cut_call, stop_note
 from morphz.runtime.requests import FRAMING, MESSAGE_TOKENS, Answered, RequestSequence
 from morphz.runtime.tools.base import (
+    ApprovalEnded,
     ArgumentError,
     Tool,
     ToolContext,
@@ -218,6 +219,10 @@ class Engine:
         run.result.events.append(root.ref)
         try:
             await run.loop()
+        except ApprovalEnded as exc:  # the person's input ended at an approval prompt
+            await run.tc.settle()
+            await asyncio.shield(run.finish("interrupted", exc.message))
+            raise
         except Exception as exc:  # a bug or an unexpected error of the model: say which
             said = f"an unexpected error stopped the activation: {type(exc).__name__}: {exc}"
             await run.tc.settle()

@@ -38,6 +38,17 @@ class ToolError(InputError):
     code = "tool"
 
 
+class ApprovalEnded(Exception):
+    """The person's input ended at an approval prompt (end of input): the activation stops,
+    recorded as interrupted by them, not as an error of the model or of Morphz. Not a
+    MorphzError: it is no refusal to report, and it must pass the guards that turn a tool
+    call's MorphzErrors into its result."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class ArgumentError(ToolError):
     """A call whose arguments break the tool's schema: refused before the tool ran."""
 
