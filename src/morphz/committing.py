@@ -129,7 +129,13 @@ def _threshold(w: WriteTxn) -> Callable[[], int]:
 
 def _grower(tx: Tx, changes: Changes) -> dict[str, Any]:
     """Where a budget refusal points: the operation that adds the most tokens to the view."""
-    adds = [e for e in changes.effects if e.immediate < 0]
+    # what grows the frames in view: not a retire's marks (retiring is the remedy the refusal
+    # advises) nor an observation (the refusal measures frames and relations only)
+    adds = [
+        e
+        for e in changes.effects
+        if e.immediate < 0 and e.op != "retire" and not e.target.startswith("@")
+    ]
     if not adds:
         return {}
     index = min(adds, key=lambda e: (e.immediate, e.index)).index

@@ -360,7 +360,8 @@ def _relate(a: _Apply, op: o.Relate) -> None:
         )
     a.changes.edges[edge] = True
     a.changes.written.add(edge_key(*edge))
-    a.effect(" ".join(edge), "related", immediate=-_shown_edge(a, edge))
+    shown, pending = _shown_edge(a, edge)
+    a.effect(" ".join(edge), "related", immediate=-shown, eventual=pending)
 
 
 def _unrelate(a: _Apply, op: o.Unrelate) -> None:
@@ -372,12 +373,16 @@ def _unrelate(a: _Apply, op: o.Unrelate) -> None:
         )
     a.changes.edges[edge] = False
     a.changes.written.add(edge_key(*edge))
-    a.effect(" ".join(edge), "unrelated", immediate=_shown_edge(a, edge))
+    shown, pending = _shown_edge(a, edge)
+    a.effect(" ".join(edge), "unrelated", immediate=shown, eventual=-pending)
 
 
-def _shown_edge(a: _Apply, edge: Edge) -> int:
-    """What ``edge`` counts in the mind region: its tokens while its subject is in view."""
-    return edge_tokens(edge) if in_view(a.view.frame(edge[0])) else 0
+def _shown_edge(a: _Apply, edge: Edge) -> tuple[int, int]:
+    """What ``edge`` counts in the mind region (its tokens while its subject is in view), and
+    what of it leaves when its subject's window ends (all of it while the subject retires)."""
+    subject = a.view.frame(edge[0])
+    shown = edge_tokens(edge) if in_view(subject) else 0
+    return shown, shown if subject is not None and subject.lifecycle == "retiring" else 0
 
 
 def _place(a: _Apply, op: o.Place) -> None:

@@ -85,7 +85,8 @@ def retiring_marks(frame: Frame | None) -> int:
         return 0
     reason = (frame.reason or "")[:REASON_SHOWN]
     wide = 0 if reason.isascii() else wide_characters(reason)
-    return (RETIRING_MARKS + len(reason) - wide + 3) // 4 + wide
+    size = RETIRING_MARKS + len(reason) + reason.count("\\") + reason.count('"')  # quoted
+    return (size - wide + 3) // 4 + wide
 
 
 def view_tokens(frame: Frame | None) -> int:

@@ -14,7 +14,7 @@ about four times as much, and every commit and every replayed event builds some.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Literal, Protocol
@@ -397,8 +397,12 @@ class Overlay:
         """The base's neighbour that these changes leave as it was, or a changed frame nearer."""
         changed = self.changes.frames
         found = step(pos, frame_id)
-        while found is not None and found.id in changed:
+        for _ in range(MAX_STEPS):  # past frames this tx changed (their base rows are stale)
+            if found is None or found.id not in changed:
+                break
             found = step(found.pos, found.id)
+        else:  # many changed frames in a row: one read of the base's order instead
+            found = _nearest(self.base.frames(), (pos, frame_id), after, skip=changed)
         key = (pos, frame_id)
         best = None if found is None else (found.pos, found.id)
         for frame in changed.values():
@@ -425,3 +429,22 @@ class Overlay:
             else:
                 due.discard(fid)
         return sorted(due)
+
+
+MAX_STEPS = 8  # neighbour steps over changed frames before the overlay reads the whole order
+
+
+def _nearest(
+    frames: Iterable[Frame], key: tuple[float, str], after: bool, skip: Mapping[str, object]
+) -> Frame | None:
+    """The frame of ``frames`` nearest ``key`` (pos, id) on one side, ``skip``'s ids left out."""
+    best: Frame | None = None
+    for frame in frames:
+        if frame.id in skip:
+            continue
+        mine = (frame.pos, frame.id)
+        if not (mine > key if after else mine < key):
+            continue
+        if best is None or (mine < (best.pos, best.id) if after else mine > (best.pos, best.id)):
+            best = frame
+    return best

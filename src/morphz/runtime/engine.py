@@ -60,7 +60,7 @@ from morphz.runtime.models.base import (
 )
 from morphz.runtime.models.retry import BACKOFF, refused_share
 from morphz.runtime.models.sdk import PREAMBLE
-from morphz.runtime.replies import cut_call, stop_note
+from morphz.runtime.replies import cut_kind, stop_note, stopped_call
 from morphz.runtime.requests import FRAMING, MESSAGE_TOKENS, Answered, RequestSequence
 from morphz.runtime.tools.base import (
     ApprovalEnded,
@@ -473,8 +473,8 @@ class _Run:
         ]
         payload: dict[str, Any] = {"activation": self.activation, "tool_calls": calls}
         payload["request"] = sent
-        if response.cut:  # the output limit stopped the reply: its text or calls are partial
-            payload["cut"] = "output-limit"
+        if response.cut:  # the output limit or the window stopped it: text or calls partial
+            payload["cut"] = cut_kind(response)
         if response.stop:  # the provider stopped it (a refusal, a content filter)
             payload["stop"] = response.stop
         if response.usage is not None:
@@ -497,16 +497,17 @@ class _Run:
             if response.text is None or not response.text.strip():
                 said = "the model returned neither a reply (empty or only blanks) nor tool calls"
                 if note:
-                    said += f": {note}" + (" (raise max_output_tokens)" if response.cut else "")
+                    raise_it = cut_kind(response) == "output-limit"
+                    said += f": {note}" + (" (raise max_output_tokens)" if raise_it else "")
                 await self.finish("failed", said)
                 return True
             self.result.reply = valid_text(response.text)
             await self._observe_reply(reply.ref)
             await self.finish("delivered", note)
             return True
-        *whole, last = response.tool_calls  # a cut response's last call may be incomplete
+        *whole, last = response.tool_calls  # a cut or stopped response's last call: partial?
         outcomes = [await self._run_tool(call) for call in whole]
-        outcomes.append((None, cut_call(last)) if response.cut else await self._run_tool(last))
+        outcomes.append((None, stopped_call(last, note)) if note else await self._run_tool(last))
         await self._record_outcomes(response.tool_calls, outcomes)
         self.previous = {ref_seq(ref) for ref in self.result.events[start + 1 :]}
         self.produced |= self.previous

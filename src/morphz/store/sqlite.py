@@ -120,6 +120,7 @@ _AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
     11: _exact_event_times,
     12: _count_frame_tokens,
     13: _count_frame_tokens,
+    15: _count_frame_tokens,
 }
 
 

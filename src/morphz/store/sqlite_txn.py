@@ -269,7 +269,7 @@ class SqliteRead(RuntimeRows):
         cursor = self.conn.execute(
             f"SELECT {_EVENT_COLS} FROM events WHERE context_id = ? AND seq > ? ORDER BY seq "
             "LIMIT ?",
-            (self.cid, after_seq, -1 if limit is None else limit),
+            (self.cid, after_seq, -1 if limit is None else min(limit, 2**63 - 1)),
         )
         while True:
             rows = cursor.fetchmany(1000)

@@ -211,7 +211,8 @@ def parse_message(data: dict[str, Any]) -> ModelResponse:
         usage=anthropic_usage(data.get("usage")),
         raw=data,
         cut=stop in CUT_STOPS,
-        stop=None if stop in NORMAL_STOPS or stop in CUT_STOPS else str(stop),
+        # max_tokens is the one cut the engine knows without its stop; the window's is named
+        stop=None if stop in NORMAL_STOPS or stop == "max_tokens" else str(stop),
     )
 
 

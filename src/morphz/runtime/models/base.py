@@ -109,8 +109,9 @@ class ModelResponse:
     usage: Usage | None = None
     raw: dict[str, Any] = field(default_factory=dict)
     cut: bool = False  # the output limit stopped it (finish_reason length, stop_reason max_tokens)
-    # why the model stopped when it was neither a normal end nor a cut, as the provider says it
-    # ("refusal", "content_filter"): its text may be partial, and the engine says so
+    # why the model stopped when it was not a normal end, as the provider says it ("refusal",
+    # "content_filter"; with ``cut``, "model_context_window_exceeded"; None for an output-limit
+    # cut): its text or last call may be partial, and the engine says so
     stop: str | None = None
 
 

@@ -12,6 +12,7 @@ import asyncio
 import json
 import math
 import re
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -67,6 +68,9 @@ class ToolContext:
     calibration: Calibration | None = None  # ... and how it counts them
     # the activation's work still running in threads (see in_thread)
     pending: set[asyncio.Future[Any]] = field(default_factory=set)
+    # set when a caller of in_thread is cancelled: work that can stop early (a child process
+    # of a regex search) stops at once instead of running to its own end
+    cancelled: threading.Event = field(default_factory=threading.Event)
 
     async def in_thread(self, fn: Callable[_P, _T], /, *args: _P.args, **kw: _P.kwargs) -> _T:
         """``fn`` in a worker thread, tracked until it ends: a thread goes on when its caller is
@@ -75,7 +79,11 @@ class ToolContext:
         job = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kw))
         self.pending.add(job)
         job.add_done_callback(self.pending.discard)
-        return await asyncio.shield(job)
+        try:
+            return await asyncio.shield(job)
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
 
     async def settle(self) -> None:
         """Wait until the work :meth:`in_thread` started has ended, however often the caller
@@ -176,9 +184,17 @@ class Tool:
 
     def check_arguments(self, args: dict[str, Any]) -> None:
         """Refuse (ArgumentError) arguments this tool can never run with; a tool without a
-        ``check`` refuses them only when it runs."""
-        if self.check is not None:
+        ``check`` refuses them only when it runs. A check that fails otherwise than by a
+        MorphzError is a fault of the tool: its call's error (ToolError), as a run's would be."""
+        if self.check is None:
+            return
+        try:
             self.check(args)
+        except MorphzError:
+            raise
+        except Exception as exc:
+            said = f"{self.name}'s argument check failed: {type(exc).__name__}: {exc}"
+            raise ToolError(f"{said[:4000]} (a fault of the tool)") from exc
 
 
 class ToolRegistry:

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
@@ -32,6 +33,7 @@ SEARCH_LINE_CHARS = READ_MAX_CHARS  # what one read_file page shows at most
 LINE_TIMEOUT_S = 1.0  # a regex taking longer on one line backtracks out of bounds
 REGEX_SEARCH_S = 30.0  # a regex search in all: past it, the matches found so far
 CHILD_MEMORY = 2 << 30  # bytes of address space for the regex search's child process
+_WATCH_S = 0.05  # how often the guard of a child looks for a cancellation
 _GRACE_S = 10.0  # the child's start and answer, beyond REGEX_SEARCH_S, before it is killed
 _CHILD = Path(scanlines.__file__)
 _ADVICE = "simplify it, anchor it with literal text, or pass regex=false for the literal text"
@@ -59,7 +61,9 @@ def regex_search(
     ignore_case: bool,
     files: Iterable[tuple[str, str]],
     limit: int,
+    *,
     done: threading.Event | None = None,
+    cancelled: threading.Event | None = None,
 ) -> Found:
     """The lines ``query`` (Python's regex syntax) matches, found by a child process that is
     given ``files`` as they come (it stops taking them once it has found enough, or its time is
@@ -74,15 +78,25 @@ def regex_search(
         "total_s": REGEX_SEARCH_S,
         "memory": CHILD_MEMORY,
     }
-    found = Found(**json.loads(_run_child(request, files, done or threading.Event())))
+    answer = _run_child(request, files, done or threading.Event(), cancelled)
+    try:
+        found = Found(**json.loads(answer))
+    except (ValueError, TypeError) as exc:  # no answer, or not one: the child did not run
+        raise ToolError(
+            f"the regex search gave no answer ({type(exc).__name__}: {exc}); pass regex=false"
+        ) from None
     _refuse(query, found)
     return found
 
 
 def _run_child(
-    request: dict[str, object], files: Iterable[tuple[str, str]], done: threading.Event
+    request: dict[str, object],
+    files: Iterable[tuple[str, str]],
+    done: threading.Event,
+    cancelled: threading.Event | None,
 ) -> bytes:
-    """The child's answer; it is killed if it has not answered within its time and a grace."""
+    """The child's answer; it is killed if it has not answered within its time and a grace, or
+    as soon as ``cancelled`` is set (the activation was interrupted)."""
     if not sys.executable:
         raise ToolError("no Python interpreter to run a regex search; pass regex=false")
     with tempfile.TemporaryFile() as errors:  # a file: a long traceback never blocks the child
@@ -99,13 +113,19 @@ def _run_child(
             ) from None
         assert child.stdin is not None and child.stdout is not None  # both are pipes
         feeding = _Feeder(child.stdin, request, files)
-        killer = threading.Timer(REGEX_SEARCH_S + _GRACE_S, child.kill)
+        answered = threading.Event()
+        killer = threading.Thread(
+            target=_kill_unless_answered,
+            args=(child, answered, cancelled),
+            name="morphz-search-guard",
+            daemon=True,
+        )
         killer.start()
         try:
             answer = child.stdout.read()
             child.wait()
         finally:
-            killer.cancel()
+            answered.set()
             child.kill()  # (ended already, unless this thread was interrupted)
             child.wait()
             child.stdout.close()
@@ -114,6 +134,18 @@ def _run_child(
         errors.seek(0)
         _check_exit(child.returncode, errors.read().decode("utf-8", "replace"))
     return answer
+
+
+def _kill_unless_answered(
+    child: subprocess.Popen[bytes], answered: threading.Event, cancelled: threading.Event | None
+) -> None:
+    """Kill ``child`` when its time and a grace are over, or at once when ``cancelled`` is set,
+    unless it answered first."""
+    deadline = time.monotonic() + REGEX_SEARCH_S + _GRACE_S
+    while not answered.wait(_WATCH_S):
+        if (cancelled is not None and cancelled.is_set()) or time.monotonic() >= deadline:
+            child.kill()
+            return
 
 
 class _Feeder:

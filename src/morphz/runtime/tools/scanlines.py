@@ -16,6 +16,7 @@ nothing of morphz.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import resource
@@ -71,12 +72,14 @@ class Clock:
             self._fire(OutOfTime())
 
     def tick(self, _signum: int, _frame: FrameType | None) -> None:
-        now, at = time.monotonic(), (self.rel, self.number)
-        if now >= self.deadline:
+        # one line's time is CPU time: waiting for a file (a slow walk, a network file system)
+        # or being stopped (Ctrl-Z) is no backtracking; the whole search's is the wall clock's
+        cpu, at = time.process_time(), (self.rel, self.number)
+        if time.monotonic() >= self.deadline:
             self._fire(OutOfTime())
         elif not self.busy or at != self._seen:
-            self._seen, self._since = (at if self.busy else None), now
-        elif now - self._since >= self.line_s:
+            self._seen, self._since = (at if self.busy else None), cpu
+        elif cpu - self._since >= self.line_s:
             self._fire(SlowLine(*at))
 
     def _fire(self, stop: Exception) -> None:
@@ -115,6 +118,8 @@ def scan(
             content = f.read()
         if is_binary(content):
             found.binary += 1
+            if clock is not None:
+                clock.busy = False  # waiting for the next file is no slow line
             continue
         text = content.decode("utf-8", "replace")
         for number, whole in enumerate(text.removesuffix("\n").split("\n"), 1):
@@ -177,7 +182,8 @@ def _search(request: dict[str, Any], lines: Iterable[str], found: Found) -> None
 
 def main() -> None:
     request = json.loads(sys.stdin.readline())
-    _cap_memory(request["memory"])
+    with contextlib.suppress(ValueError, OSError):  # (macOS refuses it): the search runs uncapped
+        _cap_memory(request["memory"])
     found = Found()
     _search(request, sys.stdin, found)
     json.dump(asdict(found), sys.stdout)

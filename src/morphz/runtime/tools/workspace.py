@@ -259,7 +259,9 @@ def _search(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     done = threading.Event()  # a regex search's child has answered: walk no further
     files = _searchable(tc, top, a["glob"], skipped, done)
     if a["regex"]:  # in a child process: a regex that backtracks for ever can be stopped there
-        found = regex_search(query, a["ignore_case"], files, limit, done)
+        found = regex_search(
+            query, a["ignore_case"], files, limit, done=done, cancelled=tc.cancelled
+        )
     else:
         found = literal_search(query, a["ignore_case"], files, limit)
     skipped["binary"] = found.binary
