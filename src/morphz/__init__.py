@@ -43,14 +43,19 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    """``morphz.encoding`` on first use (it is only needed to compile requests, and takes a
-    sixth of the package's import time)."""
-    if name == "encoding":
-        import morphz.encoding  # sets the attribute: later uses do not come here
+if not TYPE_CHECKING:  # (a visible __getattr__ would make every morphz.NAME type-check)
 
-        return morphz.encoding
-    raise AttributeError(f"module 'morphz' has no attribute {name!r}")
+    def __getattr__(name: str) -> Any:
+        """``morphz.encoding`` on first use (it is only needed to compile requests, and takes
+        a sixth of the package's import time)."""
+        if name == "encoding":
+            import morphz.encoding  # sets the attribute: later uses do not come here
+
+            return morphz.encoding
+        raise AttributeError(f"module 'morphz' has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), "encoding"})
 
 
 __all__ = [

@@ -150,9 +150,8 @@ class Context:
         with self.db.store.read(self.id) as r:
             found, last = r.event(seq), r.row.last_seq
         if found is None:
-            raise RecordNotFoundError(
-                f"no event {make_ref(seq)} in context '{self.id}': the latest is {make_ref(last)}"
-            )
+            latest = f"the latest is {make_ref(last)}" if last else "it has no events yet"
+            raise RecordNotFoundError(f"no event {make_ref(seq)} in context '{self.id}': {latest}")
         return found
 
     def sessions(self) -> list[SessionRow]:

@@ -172,7 +172,7 @@ class SqliteStore:
         create: bool = True,
     ) -> None:
         _check_options(path, synchronous, busy_timeout)
-        self.path = Path(path)
+        self.path = Path(path).absolute()  # the same file after a chdir (readers, the audit)
         self.synchronous = synchronous.upper()
         self.busy_timeout = busy_timeout
         self._write_lock = threading.RLock()
@@ -226,12 +226,35 @@ class SqliteStore:
                 f"{self.path} is a SQLite database but not a Morphz store (its tables are not "
                 "Morphz's): nothing was changed; check --db / MORPHZ_DB"
             )
+        if not names and not create:  # another process creating it: wait for its migrations
+            names = self._tables_after_writers()
         if not names and not create:  # another tool's new database, or a creation cut short
             raise StoreError(
                 f"{self.path} is a SQLite database without tables, not a Morphz store yet: "
                 "nothing was changed; check --db / MORPHZ_DB, or create a context there first "
                 "(`morphz context create --db PATH`)"
             )
+
+    def _tables_after_writers(self) -> set[str]:
+        """The file's tables once no process writes it: a creator holds its write lock from
+        the first migration to the last, so this waits for it (StoreBusyError past
+        ``busy_timeout``), reads, and writes nothing."""
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                return {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            finally:
+                conn.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise StoreBusyError(
+                    f"the store at {self.path} stayed locked for {self.busy_timeout} s while "
+                    "another process was creating it: try again"
+                ) from exc
+            raise
+        finally:
+            conn.close()
 
     # -- connections
 

@@ -28,7 +28,9 @@ def advice(exc: sqlite3.Error, path: Path, *, opening: bool = False) -> str:
     code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
     if code in (_CORRUPT, _NOTADB):
         return NOT_A_STORE if opening else DAMAGED
-    if code in (_READONLY, _CANTOPEN) or "readonly" in str(exc):
+    if code == _CANTOPEN:
+        return unreadable(path) or unwritable(path)
+    if code == _READONLY or "readonly" in str(exc):
         return unwritable(path)
     return ""
 
@@ -38,6 +40,20 @@ def explained(message: str, exc: sqlite3.Error, path: Path, *, opening: bool = F
     some."""
     more = advice(exc, path, opening=opening)
     return f"{message}: {more}" if more else message
+
+
+def unreadable(path: Path) -> str:
+    """Which of the store's files cannot be read or written, and what to do; "" when all can
+    (SQLite opens the store and its -wal and -shm for reading and writing)."""
+    side = [Path(f"{path}-wal"), Path(f"{path}-shm")]
+    files = [p for p in (path, *side) if p.exists() and not os.access(p, os.R_OK | os.W_OK)]
+    if not files:
+        return ""
+    named = " ".join(shlex.quote(str(p)) for p in files)
+    return (
+        f"{', '.join(str(p) for p in files)} cannot be read and written: make "
+        f"{'it' if len(files) == 1 else 'them'} readable and writable (chmod u+rw {named})"
+    )
 
 
 def unwritable(path: Path) -> str:
@@ -87,15 +103,32 @@ def damage(conn: sqlite3.Connection) -> list[str]:
     hit = _damaged_tables(conn)
     found = f"PRAGMA quick_check: {'; '.join(rows[:3])}".replace("\n", " ")
     where = f" in the table{'s' if len(hit) > 1 else ''} {', '.join(hit)}" if hit else ""
-    if hit and all(name.startswith("recall_") for name in hit):
+    owners = _index_owners(conn, hit)
+    if hit and all(name.startswith("recall_") for name in hit) and owners:
+        rebuild = " and ".join(
+            f"`morphz context recall-index rebuild {shlex.quote(c)}`" for c in owners
+        )
         todo = (
             "the damage is in the recall index alone (events and mind are intact): run "
-            "`morphz context recall-index rebuild`, and if that fails too, restore the store "
-            "from a backup"
+            f"{rebuild}, and if that fails too, restore the store from a backup"
         )
     else:
         todo = "restore the store from a backup (keep a copy of this file first)"
     return [f"store file: SQLite reports it damaged{where} ({found}): {todo}"]
+
+
+def _index_owners(conn: sqlite3.Connection, hit: list[str]) -> list[str]:
+    """The contexts whose recall index the damaged tables ``hit`` are, when every one of them
+    is a context's FTS table (or one of its shadow tables); [] when any is not."""
+    tables = {r[1]: r[0] for r in conn.execute("SELECT context_id, fts_table FROM recall_meta")}
+    owners: list[str] = []
+    for name in hit:
+        base = next((t for t in tables if name == t or name.startswith(f"{t}_")), None)
+        if base is None:
+            return []
+        if tables[base] not in owners:
+            owners.append(tables[base])
+    return owners
 
 
 def _check(conn: sqlite3.Connection, argument: str) -> list[str]:
