@@ -58,7 +58,7 @@ class _Report:
         """The replay environment of a session's commits (one value per session)."""
         env = self.envs.get(session)
         if env is None:
-            env = self.envs[session] = Env(session)
+            env = self.envs[session] = Env(session, receipts=False)  # state only
         return env
 
 

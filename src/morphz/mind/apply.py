@@ -60,15 +60,20 @@ class Env:
     causally_protected: Callable[[int], bool] = _never
     # the context's preview threshold (receipts count a long observation as its preview)
     preview_threshold: Callable[[], int] = lambda: DEFAULT_PREVIEW_THRESHOLD
+    # whether the receipt's figures are wanted: a replay (the audit) rebuilds the state, which
+    # they are no part of, so it skips the lookups only they need (a frame's relations)
+    receipts: bool = True
 
 
-REPLAY_ENV = Env(session="")
+REPLAY_ENV = Env(session="", receipts=False)
 
 
 class _Apply:
     """State of one application: the overlay, the tx and the operation being applied."""
 
-    __slots__ = ("changes", "env", "index", "op", "retire_effects", "retired", "tx", "view")
+    __slots__ = (
+        "changes", "env", "index", "op", "relations_of", "retire_effects", "retired", "tx", "view"
+    )  # fmt: skip
 
     def __init__(self, view: MindView, tx: o.Tx, env: Env) -> None:
         self.changes = Changes()
@@ -80,6 +85,7 @@ class _Apply:
         # frames a retire of this tx named, in the order first named (the fast path's order)
         self.retired: dict[str, int] = {}
         self.retire_effects: dict[str, OpEffect] = {}  # the last retire effect of each target
+        self.relations_of: dict[str, int] = {}  # relations(), until a relation of it changes
 
     # -- errors and effects
 
@@ -100,18 +106,31 @@ class _Apply:
         if effect.op == "retire":
             self.retire_effects[target] = effect
 
-    def shown(self, frame: Frame | None) -> int:
-        """What ``frame`` shows in the mind region: its entry (with a retiring frame's marks)
-        and the relations it is the subject of; 0 when out of view."""
-        if not in_view(frame):
-            return 0
-        assert frame is not None
-        edges = self.view.subject_edges(frame.id)
-        return kept_tokens(frame) + sum(edge_tokens(e) for e in edges)
+    # A frame effect's figures; all 0 in a replay, which wants the state, not its receipts
+    # (Env.receipts): it skips the lookups and counts only they need.
 
-    def pending(self, frame: Frame | None) -> int:
+    def relations(self, frame_id: str) -> int:
+        """The tokens of the relations ``frame_id`` is the subject of: the mind region shows
+        them with it while it is in view (one lookup; a frame's lifecycle does not change them)."""
+        if not self.env.receipts:
+            return 0
+        known = self.relations_of.get(frame_id)
+        if known is None:
+            known = sum(edge_tokens(e) for e in self.view.subject_edges(frame_id))
+            self.relations_of[frame_id] = known
+        return known
+
+    def shown(self, frame: Frame | None, relations: int) -> int:
+        """What ``frame`` shows in the mind region: its entry (with a retiring frame's marks)
+        and its ``relations`` (:meth:`relations`); 0 when out of view."""
+        if not self.env.receipts or not in_view(frame):
+            return 0
+        return kept_tokens(frame) + relations
+
+    def pending(self, frame: Frame | None, relations: int) -> int:
         """The relief a retiring ``frame`` brings when its window ends; 0 for any other."""
-        return self.shown(frame) if frame is not None and frame.lifecycle == "retiring" else 0
+        retiring = frame is not None and frame.lifecycle == "retiring"
+        return self.shown(frame, relations) if retiring else 0
 
     # -- lookups that refuse with a clear error
 
@@ -181,7 +200,7 @@ def _new_frame(a: _Apply, fid: str, sources: tuple[str, ...], body: str) -> None
     a.changes.order_max = pos
     frame = Frame(fid, body, sources, 1, "active", False, pos)
     a.put_frame(frame, True, True)
-    a.effect(fid, "created", immediate=-a.shown(frame))
+    a.effect(fid, "created", immediate=-a.shown(frame, 0))  # (no relation names it yet)
 
 
 def _create(a: _Apply, op: o.Create) -> None:
@@ -197,13 +216,14 @@ def _revise(a: _Apply, op: o.Revise) -> None:
     sources = old.sources if op.sources is None else op.sources
     a.check_sources(sources)
     new = Frame(old.id, op.body_text, sources, old.revision + 1, "active", old.protected, old.pos)
-    before, pending = a.shown(old), a.pending(old)
+    rel = a.relations(op.id)
+    before, pending = a.shown(old, rel), a.pending(old, rel)
     a.put_frame(new, True, old.lifecycle != "active")
     change = f"revision {new.revision}"
     if old.lifecycle != "active":
         change += f" (was {old.lifecycle}; now active)"
     # a pending retirement is cancelled: the relief its retire promised will not come
-    a.effect(op.id, change, immediate=before - a.shown(new), eventual=-pending)
+    a.effect(op.id, change, immediate=before - a.shown(new, rel), eventual=-pending)
 
 
 # ------------------------------------------------------------ lifecycle
@@ -247,7 +267,8 @@ def _retire_frame(a: _Apply, fid: str) -> None:
         left = remaining_ticks(frame, a.view.clock)
         a.effect(fid, f"already retiring: keeps its window ({left} ticks left)")
         return
-    window, before = a.view.window, a.shown(frame)
+    rel = a.relations(fid)
+    window, before = a.view.window, a.shown(frame, rel)
     if window == 0:
         a.put_frame(frame.with_life("retired", frame.deadline, a.tx.reason), False, True)
         a.effect(fid, "retired (window 0)", immediate=before)
@@ -255,7 +276,7 @@ def _retire_frame(a: _Apply, fid: str) -> None:
     retiring = frame.with_life("retiring", a.view.clock + window, a.tx.reason)
     a.put_frame(retiring, False, True)
     # its marks and reason enter now; all of it leaves when the window ends
-    after = a.shown(retiring)
+    after = a.shown(retiring, rel)
     a.effect(fid, f"retiring: {window} ticks left", immediate=before - after, eventual=after)
 
 
@@ -279,11 +300,12 @@ def _restore(a: _Apply, op: o.Restore) -> None:
                 f"frame '{target}' is already active: drop this operation",
                 target=target,
             )
-        before, pending = a.shown(frame), a.pending(frame)
+        rel = a.relations(target)
+        before, pending = a.shown(frame, rel), a.pending(frame, rel)
         restored = frame.with_life("active", None, None)
         a.put_frame(restored, False, True)
         change = "restored" if frame.lifecycle == "retired" else "retirement cancelled"
-        a.effect(target, change, immediate=before - a.shown(restored), eventual=-pending)
+        a.effect(target, change, immediate=before - a.shown(restored, rel), eventual=-pending)
 
 
 def _protect(a: _Apply, op: o.Protect) -> None:
@@ -314,12 +336,13 @@ def _protect(a: _Apply, op: o.Protect) -> None:
             raise a.fail(
                 ValidationError, f"frame '{target}' is retired: restore it first", target=target
             )
-        before, pending = a.shown(frame), a.pending(frame)
+        rel = a.relations(target) if frame.lifecycle == "retiring" else 0
+        before, pending = a.shown(frame, rel), a.pending(frame, rel)
         new = replace(frame, protected=True, lifecycle="active", deadline=None, reason=None)
         a.put_frame(new, False, True)
         if pending:
             change = "protected; retirement cancelled"
-            a.effect(target, change, immediate=before - a.shown(new), eventual=-pending)
+            a.effect(target, change, immediate=before - a.shown(new, rel), eventual=-pending)
         else:
             a.effect(target, "protected")
 
@@ -360,6 +383,7 @@ def _relate(a: _Apply, op: o.Relate) -> None:
         )
     a.changes.edges[edge] = True
     a.changes.written.add(edge_key(*edge))
+    a.relations_of.pop(op.subject, None)
     shown, pending = _shown_edge(a, edge)
     a.effect(" ".join(edge), "related", immediate=-shown, eventual=pending)
 
@@ -373,6 +397,7 @@ def _unrelate(a: _Apply, op: o.Unrelate) -> None:
         )
     a.changes.edges[edge] = False
     a.changes.written.add(edge_key(*edge))
+    a.relations_of.pop(op.subject, None)
     shown, pending = _shown_edge(a, edge)
     a.effect(" ".join(edge), "unrelated", immediate=shown, eventual=-pending)
 
@@ -445,6 +470,7 @@ def _rollback(a: _Apply, op: o.Rollback) -> None:
     target = {f.id: _finalized_if_due(f, clock) for f in snap.frames}
     current = {f.id: f for f in a.view.frames()}
     wanted, edges = set(snap.edges), list(a.view.edges())
+    a.relations_of.clear()  # the relations are the snapshot's from here
     # the token effect, as the kept total counts: what is in view (frames with their marks, and
     # the relations of frames in view) and what retiring frames will free, before and after
     freed, pending = _view_totals(current, edges)
