@@ -113,6 +113,8 @@ def checked(opts: EncodeOptions) -> EncodeOptions:
                     f"the {what} {name} must be a string or a JSON value (numbers finite), "
                     f"not {type(value).__name__}: {exc}"
                 ) from exc
+    if isinstance(opts.now, str):  # a time with an offset (local_time may be free text)
+        normalize_time(opts.now, "now")
     local, now = _time(opts.local_time, "local_time"), _time(opts.now, "now")
     if local is opts.local_time and now is opts.now:
         return opts
