@@ -275,10 +275,24 @@ def _next_event(events: Iterator[ev.Event], state: MindState, out: _Report) -> e
     (reported: the replay stops there)."""
     try:
         return next(events, None)
-    except Exception as exc:  # a payload or meta that is not JSON, or nests beyond reading
+    except StoreError as exc:
+        if not _damaged_row(exc):  # the store closed or failed: no finding about the log
+            raise
         reason = exc.__cause__ or exc  # the store's error says to run the audit: say why
         out.add(f"@e{state.last_seq + 1}: the event cannot be read ({reason}): the replay stops")
         return None
+    except (ValueError, TypeError, RecursionError) as exc:  # a payload or meta not readable
+        reason = exc.__cause__ or exc  # the store's error says to run the audit: say why
+        out.add(f"@e{state.last_seq + 1}: the event cannot be read ({reason}): the replay stops")
+        return None
+
+
+def _damaged_row(exc: BaseException) -> bool:
+    """Whether ``exc``, met reading the next event, is a row that cannot be read (the store's
+    error for it carries the decoding failure as its cause), not the store itself failing."""
+    return isinstance(exc, StoreError) and isinstance(
+        exc.__cause__, ValueError | TypeError | RecursionError
+    )
 
 
 def audit_context(

@@ -25,6 +25,7 @@ from morphz.checks import check_id, check_whole, check_window, parse_ref
 from morphz.errors import InputError, RecordNotFoundError
 from morphz.ids import make_ref
 from morphz.mind import (
+    CLOCK_KINDS,
     Changes,
     advances_clock,
     chain_head,
@@ -271,7 +272,8 @@ class Context:
         if not isinstance(tick, bool):
             raise InputError(f"tick is True or False, not {tick!r}")
         batch = appending.check_all(items)
-        if ticked is not None and not (isinstance(ticked, int) and 0 <= ticked < len(batch)):
+        index = isinstance(ticked, int) and not isinstance(ticked, bool)
+        if ticked is not None and not (index and 0 <= ticked < len(batch)):
             raise InputError(f"ticked is the index of an item of the batch, not {ticked!r}")
         if not batch:
             raise InputError("observe_batch needs at least one observation")
@@ -317,10 +319,16 @@ class Context:
         recorded = self.db.timestamp()
         tick = advances_clock([item.kind for item in items])
         events: list[ev.Event] = []
+        # the "(ticked)" marker: on the first line of a clock kind, whichever chunk holds it
+        marker = next((i for i, item in enumerate(items) if item.kind in CLOCK_KINDS), 0)
         with self.db.store.write(self.id) as w:
             for start in range(0, len(items), appending.IMPORT_CHUNK):
                 chunk = items[start : start + appending.IMPORT_CHUNK]
-                done = appending.append(w, session, chunk, recorded, tick and start == 0)
+                mine = tick and start <= marker < start + len(chunk)
+                done = appending.append(
+                    w, session, chunk, recorded, tick and start == 0,
+                    ticked=marker - start if mine else None, marked=mine,
+                )  # fmt: skip
                 events.extend((done[0], done[-1]))
                 if progress is not None:
                     progress(start + len(chunk), len(items))

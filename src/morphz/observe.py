@@ -129,9 +129,12 @@ def append(
     tick: bool,
     *,
     ticked: int | None = None,
+    marked: bool | None = None,
 ) -> list[ev.Event]:
     """Append ``batch`` in ``session``; ``tick`` advances the clock with the first one, so
-    every observation of the batch shows the same arrival tick."""
+    every observation of the batch shows the same arrival tick. ``marked`` (default: ``tick``)
+    says whether the "(ticked)" marker goes on an item of this batch, ``ticked`` which one (an
+    import's chunks: the clock ticks with the first, the marker may sit in a later one)."""
     row = w.row
     merged = Changes()
     view = Overlay(w, merged)
@@ -143,6 +146,7 @@ def append(
         if ticked is not None
         else next((i for i, item in enumerate(batch) if item.kind in CLOCK_KINDS), 0)
     )
+    mark = tick if marked is None else marked
     for index, item in enumerate(batch):
         seq += 1
         changes = Changes()
@@ -155,7 +159,7 @@ def append(
             clock += 1
             changes.clock = clock
         head = chain_head(head, changes)
-        payload = {"tick": True} if tick and index == marker else None
+        payload = {"tick": True} if mark and index == marker else None
         out.append(
             ev.Event(
                 row.context_id,
@@ -203,6 +207,22 @@ class ImportReport:
         }
 
 
+# a kind an import refuses: the runtime writes it for the agent's own delivered replies, and it
+# is not indexed (its model_reply is), so an imported one could never be found. (A recall_result
+# is importable: it copies evidence indexed elsewhere, and is not searched either.)
+NOT_IMPORTED = frozenset({"agent_reply"})
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different (a repeated key would lose a value)."""
+    record = dict(pairs)
+    if len(record) < len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        raise ValueError(f"the key {twice!r} is given twice")
+    return record
+
+
 def _not_json(constant: str) -> Any:
     """JSON has no NaN or Infinity (Python's reader accepts them)."""
     raise ValueError(f"{constant} is not JSON")
@@ -211,7 +231,7 @@ def _not_json(constant: str) -> Any:
 def parse_line(number: int, line: str) -> Checked:
     """One JSON Lines record: {"kind"?, "text", "time"?, "meta"?}; errors name the line."""
     try:
-        record = json.loads(line, parse_constant=_not_json)
+        record = json.loads(line, parse_constant=_not_json, object_pairs_hook=_no_repeats)
     except json.JSONDecodeError as exc:
         where = f"line {number}, column {exc.colno}"
         reason = exc.msg.removesuffix(" at")
@@ -229,6 +249,13 @@ def parse_line(number: int, line: str) -> Checked:
         )
     if "text" not in record:
         raise HistoryImportError(f'line {number}: "text" is required', line=number)
+    if isinstance(record.get("kind"), str) and record["kind"] in NOT_IMPORTED:
+        raise HistoryImportError(
+            f"line {number}: kind {record['kind']!r} is written by the runtime for its own "
+            "turns and is not searchable on its own: import an assistant's turn as "
+            'external_event (or user_message) with meta such as {"speaker": "assistant"}',
+            line=number,
+        )
     try:
         return check(
             Observation(
@@ -261,7 +288,10 @@ def read_lines(source: str | Path | IO[str] | IO[bytes]) -> Iterator[tuple[int, 
             f"a history is a file path or a file open for reading, not {type(source).__name__}: "
             'pass a path, or open("history.jsonl", "rb")'
         )
-    lines = iter(cast(Iterable[str | bytes], source))
+    try:
+        lines = iter(cast(Iterable[str | bytes], source))
+    except (OSError, ValueError) as exc:  # a closed file
+        raise HistoryImportError(f"cannot read the history: {exc}", line=None) from exc
     number = 0
     while True:
         try:
@@ -272,8 +302,15 @@ def read_lines(source: str | Path | IO[str] | IO[bytes]) -> Iterator[tuple[int, 
                 "UTF-8, or pass its path or a binary file to have the line named",
                 line=None,
             ) from exc
+        except (OSError, ValueError) as exc:  # closed, or open only for writing
+            raise HistoryImportError(f"cannot read the history: {exc}", line=None) from exc
         if raw is None:
             return
+        if not isinstance(raw, str | bytes | bytearray):
+            raise InputError(
+                f"a history is lines of JSON text, not {type(raw).__name__}: pass a path or a "
+                "file; for records already parsed, use observe_batch"
+            )
         number += 1
         line = raw if isinstance(raw, str) else _decode(number, raw)
         if number == 1:

@@ -113,7 +113,7 @@ the encoding with every increment applied in order. arrived: a new inbox observa
 new frame. updated: a frame restated because it changed (its protection or remaining ticks, or,
 for a frame an increment brought, a revision or retirement). related: new edges. checkpointed:
 new checkpoints. retired: observations and frames an increment brought that left the view
-(retired, or undone by a rollback; recall still reads them). unrelated: edges removed.
+(retired, which recall still reads, or undone by a rollback). unrelated: edges removed.
 dropped-checkpoints: checkpoints dropped. observation-state-update, session-directory-update,
 kernel-update, environment-update: entries that replace the entry with the same head (for
 sessions, the same session). In observation-state-update and session-directory-update an entry

@@ -10,6 +10,7 @@ from typing import Any
 from morphz.checks import check_whole
 from morphz.errors import InputError, RecordNotFoundError
 from morphz.events import Event
+from morphz.graphemes import boundary
 from morphz.ids import is_ref, ref_seq
 from morphz.store.base import ReadTxn
 
@@ -81,6 +82,9 @@ def read(r: ReadTxn, ref: str, offset: int = 0, limit: int = DEFAULT_READ_CHARS)
     if offset > total:
         raise InputError(f"offset {offset} is past the end: @e{seq} has {total} characters")
     end = min(total, offset + limit)
+    if end < total:  # a page ends where a character a reader sees ends (not inside a flag)
+        whole = boundary(text, end, -1)
+        end = whole if whole > offset else boundary(text, end, 1)
     return ReadPage(
         ref=event.ref,
         identity=f"{context_id}:{event.ref}",

@@ -33,7 +33,13 @@ from morphz.ids import make_ref
 from morphz.mind.lifecycle import OBSERVATION_KINDS
 from morphz.recall import cursors
 from morphz.recall.documents import INDEXED_KINDS, NOT_INDEXED_KINDS, time_us
-from morphz.recall.tokenize import all_in_body, query_terms, query_words, quote_term
+from morphz.recall.tokenize import (
+    all_in_body,
+    number_phrases,
+    query_terms,
+    query_words,
+    quote_term,
+)
 from morphz.store.base import ReadTxn
 from morphz.store.recall_base import EventRow, Filters, FrameRow, Pin
 
@@ -150,15 +156,19 @@ def _filters(
     return Filters(since, until, frozenset(event_kinds) or None, frames, bool(event_kinds), lives)
 
 
-def _match(r: ReadTxn, terms: list[str]) -> str:
+def _match(r: ReadTxn, terms: list[str], query: str) -> str:
     """The FTS5 expression: rare words OR-ed; common words dropped while rarer ones remain; all
-    of them required in the document's own text when every word is common."""
+    of them required in the document's own text when every word is common. Numbers written
+    with separators (1.2.3, 2026-08-04) add their groups as a phrase (:func:`number_phrases`)."""
     quoted = [quote_term(t) for t in terms]
     if len(quoted) == 1:
         return quoted[0]
+    phrases = number_phrases(query)
     rare = [q for q in quoted if r.recall.doc_frequency(q, COMMON_DOCS + 1) <= COMMON_DOCS]
     if rare:
-        return " OR ".join(rare)
+        return " OR ".join(rare + phrases)
+    if phrases:  # every group common: the numbers as written, or all the words
+        return " OR ".join([*phrases, all_in_body(quoted)])
     return all_in_body(quoted)
 
 
@@ -181,12 +191,12 @@ def search(
     if query is not None and not isinstance(query, str):
         raise InputError(f"the query is text, not {query!r}")
     terms = query_terms(check_text(query, "the query")) if query else []
+    if query and not terms:  # (with a time range too: the range alone is not what was asked)
+        raise InputError(
+            f"nothing searchable in {query!r} (only very common words, symbols or emoji): add "
+            "specific words, or search the time range without a query"
+        )
     if not terms and since_us is None and until_us is None:
-        if query:
-            raise InputError(
-                f"nothing searchable in {query!r} (only very common words): add specific words "
-                "or a time range"
-            )
         raise InputError("give a query, a time range (since/until), or both")
     params = {
         "context": r.row.context_id,
@@ -200,7 +210,9 @@ def search(
     state = cursors.decode(key, cursor, digest) if cursor is not None else None
     pin = Pin(state["s"], state["f"]) if state else r.recall.pin(r.row.last_seq)
     page = _Page(r, key, filters, pin, limit, digest, state)
-    return page.ranked(terms, query_words(query or "")) if terms else page.chronological()
+    if terms:
+        return page.ranked(terms, query_words(query or ""), query or "")
+    return page.chronological()
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,13 +231,13 @@ class _Page:
         payload = {"q": self.digest, "s": self.pin.max_seq, "f": self.pin.max_frame_doc}
         return cursors.encode(self.key, {**payload, **extra})
 
-    def ranked(self, terms: list[str], words: list[str]) -> SearchPage:
+    def ranked(self, terms: list[str], words: list[str], query: str) -> SearchPage:
         seen = cursors.unpack_ids(self.state["seen"]) if self.state else set()
         room = MAX_PAGED_RESULTS - len(seen)
         want = min(self.limit, room)
         # the match chosen on the first page is kept: a word turning common later must not
         # change which documents the pinned evidence set holds
-        match = self.state["m"] if self.state else _match(self.r, terms)
+        match = self.state["m"] if self.state else _match(self.r, terms, query)
         rows = self.r.recall.ranked(match, self.pin, self.filters, len(seen) + want + 1)
         fresh = [(rowid, score) for rowid, score in rows if rowid not in seen]
         page = fresh[:want]

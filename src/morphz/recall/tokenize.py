@@ -125,8 +125,11 @@ _FULLWIDTH_FOLD: Final = {
 }
 
 # Han (incl. extension A, compatibility ideographs, supplementary planes), iteration marks,
-# Hiragana, Katakana (incl. phonetic extensions and half-width forms), Hangul syllables and jamo.
+# Hiragana, Katakana (incl. phonetic extensions and half-width forms), Hangul syllables and jamo;
+# and the scripts written, like them, without spaces between words: Thai, Lao, Myanmar, Khmer
+# (their runs become bigrams too, so a word is found inside a sentence)
 _CJK_CLASS: Final = (
+    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff"
     "\u1100-\u11ff\u3005-\u3007\u3021-\u3029\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff"
     "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
     "\U00020000-\U0003ffff"
@@ -281,6 +284,22 @@ def match_query(query: str, max_terms: int = _MAX_QUERY_TERMS) -> str | None:
 def quote_term(term: str) -> str:
     """One query term as an FTS5 expression: quoted; a lone CJK character as a prefix term."""
     return f'"{term}"*' if len(term) == 1 and _CJK_RUN.match(term) else f'"{term}"'
+
+
+_JOINED_NUMBER = re.compile(r"\d+(?:[.\-/:]\d+)+")
+
+
+def number_phrases(query: str) -> list[str]:
+    """FTS5 phrases of the numbers ``query`` writes with separators (a version 1.2.3, a date
+    2026-08-04, a time 09:30): their digit groups, adjacent and in order. OR-ed beside the
+    terms, they rank a text holding the number as written above one holding its groups in
+    another order (3.2.1), which the terms alone score the same."""
+    out = []
+    for found in _JOINED_NUMBER.finditer(query):
+        groups = query_terms(found.group())
+        if len(groups) > 1:
+            out.append('"' + " ".join(groups) + '"')
+    return list(dict.fromkeys(out))
 
 
 BODY_ONLY: Final = "{body} : "

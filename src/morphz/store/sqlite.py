@@ -433,6 +433,8 @@ class SqliteStore:
         if self._closed:
             raise StoreError("the store is closed")
         with self._write_lock:
+            if self._closed:  # closed by another thread while this one waited for the lock
+                raise StoreError("the store is closed")
             if getattr(self._local, "writing", False):  # the lock is re-entrant: same thread
                 raise StoreError(
                     "a write is already open on this thread: a callback run inside a write "
@@ -483,6 +485,8 @@ class SqliteStore:
                     f"the store {self.path} is locked ({exc}): another process holds it; "
                     "retry later"
                 ) from exc
+            if self._closed:  # another thread closed the store during this read
+                raise StoreError("the store is closed") from exc
             message = f"read from {self.path} failed: {exc}"
             raise StoreError(explained(message, exc, self.path)) from exc
         except UnicodeEncodeError as exc:
@@ -524,6 +528,11 @@ class SqliteStore:
             finally:
                 conn.close()
         except sqlite3.Error as exc:
+            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+                raise StoreBusyError(
+                    f"the store {self.path} is locked ({exc}): another process holds it; "
+                    "retry later or raise busy_timeout"
+                ) from exc
             message = f"cannot check the file {self.path}: {exc}"
             raise StoreError(explained(message, exc, self.path)) from exc
 
