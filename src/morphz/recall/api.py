@@ -147,7 +147,10 @@ class Recall:
         floor = min(page.limit, MIN_DELIVERED_PAGE)
         while len(page.text) > floor and (size := len(_delivered(page))) > threshold:
             limit = max(floor, len(page.text) * threshold // size - 1)
-            page = self.read(**(params | {"limit": limit}))
+            shorter = self.read(**(params | {"limit": limit}))
+            if len(shorter.text) >= len(page.text):  # a page ends on a whole character: as short
+                break  # as it gets (the result is then previewed)
+            page = shorter
         return page
 
 

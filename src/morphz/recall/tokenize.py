@@ -296,7 +296,7 @@ def number_phrases(query: str) -> list[str]:
     another order (3.2.1), which the terms alone score the same."""
     out = []
     for found in _JOINED_NUMBER.finditer(query):
-        groups = query_terms(found.group())
+        groups = _tokens(found.group(), trailing_unigram=False)  # repeats kept: 1.2.1.3
         if len(groups) > 1:
             out.append('"' + " ".join(groups) + '"')
     return list(dict.fromkeys(out))

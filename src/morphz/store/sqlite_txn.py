@@ -272,9 +272,19 @@ class SqliteRead(RuntimeRows):
             (self.cid, after_seq, -1 if limit is None else min(limit, 2**63 - 1)),
         )
         while True:
-            rows = cursor.fetchmany(1000)
+            try:
+                rows = cursor.fetchmany(1000)
+            except sqlite3.OperationalError as exc:
+                if "decode" not in str(exc):
+                    raise
+                raise StoreError(
+                    f"an event of context '{self.cid}' after @e{after_seq} cannot be read: its "
+                    f"stored text is not UTF-8 ({exc}): the store is damaged; run `morphz context "
+                    f"audit {self.cid}` to see what else is, and restore the store from a backup"
+                ) from ValueError(str(exc))
             if not rows:
                 return
+            after_seq = rows[-1][1]
             yield from map(_event, rows)
 
     def event_times(self) -> Iterator[tuple[int, str, int | None]]:
