@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 import morphz
+from test_review11_recovery import _cli
 
 SRC = Path(morphz.__file__).resolve().parent.parent  # the morphz under test
 
@@ -68,19 +69,6 @@ def _unprivileged(probe: Path) -> list[str]:
     if check.returncode == 0:
         pytest.skip("file modes are not enforced here")
     return prefix
-
-
-def _cli(prefix: list[str], path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(SRC))
-    env.pop("MORPHZ_DB", None)
-    return subprocess.run(
-        [*prefix, sys.executable, "-m", "morphz", *args, "--db", str(path)],
-        capture_output=True,
-        check=False,
-        text=True,
-        env=env,
-        timeout=120,
-    )
 
 
 # ---------------------------------------------------------------- a store being created

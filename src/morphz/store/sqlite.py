@@ -481,10 +481,7 @@ class SqliteStore:
                     conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
-                raise StoreBusyError(
-                    f"the store {self.path} is locked ({exc}): another process holds it; "
-                    "retry later"
-                ) from exc
+                raise self._locked(exc) from exc
             if self._closed:  # another thread closed the store during this read
                 raise StoreError("the store is closed") from exc
             message = f"read from {self.path} failed: {exc}"
@@ -529,12 +526,16 @@ class SqliteStore:
                 conn.close()
         except sqlite3.Error as exc:
             if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
-                raise StoreBusyError(
-                    f"the store {self.path} is locked ({exc}): another process holds it; "
-                    "retry later or raise busy_timeout"
-                ) from exc
+                raise self._locked(exc) from exc
             message = f"cannot check the file {self.path}: {exc}"
             raise StoreError(explained(message, exc, self.path)) from exc
+
+    def _locked(self, exc: sqlite3.OperationalError) -> StoreBusyError:
+        """What a read or a file check says when another process holds the store too long."""
+        return StoreBusyError(
+            f"the store {self.path} is locked ({exc}): another process holds it; retry later "
+            "or raise busy_timeout"
+        )
 
     def close(self) -> None:
         if getattr(self._local, "writing", False):  # a callback run inside this thread's write
