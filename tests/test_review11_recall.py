@@ -6,6 +6,8 @@ in its docstring.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import morphz
@@ -15,7 +17,6 @@ from test_recall import commit, keys, say
 # ------------------------------------------------------------------ rolled-back frames
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: docs/decisions.md, 'What a rollback undid'")
 def test_a_frame_undone_by_a_rollback_can_still_be_found_with_recall(ctx: morphz.Context) -> None:
     """The protocol every model is sent (encoding/protocol.py, "increments") said of frames
     that left the view "retired, or undone by a rollback; recall still reads them" (it no longer
@@ -30,9 +31,15 @@ def test_a_frame_undone_by_a_rollback_can_still_be_found_with_recall(ctx: morphz
     created = ctx.events()[-1].ref  # the context_tx_committed event that created the frame
     assert keys(ctx.recall.search("narwhal")) == ["frame:plan/route"]
     commit(ctx, "(rollback before)")
-    found = keys(ctx.recall.search("narwhal fjord"))
+    rollback = ctx.events()[-1].ref  # (since the fix) its document holds what it undid
+    page = ctx.recall.search("narwhal fjord")
+    found = keys(page)
     assert found, "recall finds nothing of the frame the rollback undid"
-    assert "frame:plan/route" in found or created in found, found
+    assert {"frame:plan/route", created, rollback} & set(found), found
+    if rollback in found:  # it leads to the frame: its preview names it, its event holds it
+        hit = page.hits[found.index(rollback)]
+        assert "undone: plan/route" in hit.preview, hit.preview
+        assert "narwhal" in json.dumps(ctx.event(rollback).payload), ctx.event(rollback).payload
 
 
 # ------------------------------------------------------------------ numbers with separators
@@ -121,6 +128,6 @@ def test_the_protocol_promises_recall_only_of_what_recall_reads() -> None:
     (until recall indexes it: the strict xfail above)."""
     from morphz.encoding.protocol import PROTOCOL
 
-    assert "undone by a rollback; recall still reads them" not in PROTOCOL
+    assert "undone by a rollback; recall still reads them" not in PROTOCOL  # (reads: search)
     said = " ".join(PROTOCOL.split())
     assert "retired, which recall still reads, or undone by a rollback" in said

@@ -122,7 +122,7 @@ def _note_order(state: MindState, event: ev.Event, out: _Report) -> None:
     kind = event.kind  # recall.documents.event_text's rule, without building the text
     if kind in TEXT_KINDS:
         out.documents += bool(event.text)
-    elif kind == ev.TX_COMMITTED and (event.payload or {}).get("reason"):
+    elif kind == ev.TX_COMMITTED and ((p := event.payload or {}).get("reason") or p.get("undone")):
         out.documents += 1
 
 

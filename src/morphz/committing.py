@@ -77,6 +77,8 @@ def commit_in(
         "rebased": rebased,
         "reason": tx.reason,
     }
+    if undone := _undone(w, changes):  # what a rollback removed stays findable (recall)
+        payload["undone"] = undone
     event = ev.Event(
         w.row.context_id,
         seq,
@@ -114,6 +116,13 @@ def commit_in(
     )
     w.touch_session(session, seq, recorded)
     return receipt
+
+
+def _undone(w: WriteTxn, changes: Changes) -> dict[str, str]:
+    """The frames ``changes`` remove (only a rollback does), with the bodies they had: the
+    commit's event keeps them, and recall indexes them with its reason."""
+    gone = sorted(fid for fid, frame in changes.frames.items() if frame is None)
+    return {fid: old.body for fid in gone if (old := w.frame(fid)) is not None}
 
 
 def _threshold(w: WriteTxn) -> Callable[[], int]:

@@ -58,9 +58,12 @@ def event_text(kind: str, text: str | None, payload: dict[str, Any] | None) -> s
     """The searchable text of an event, or None when the event is not indexed."""
     if kind in TEXT_KINDS:
         return text or None
-    if kind == ev.TX_COMMITTED:
-        reason = (payload or {}).get("reason")
-        return str(reason) if reason else None
+    if kind == ev.TX_COMMITTED:  # its reason, and what a rollback undid (ids and bodies)
+        data = payload or {}
+        undone = data.get("undone") or {}
+        parts = [str(data["reason"])] if data.get("reason") else []
+        parts += [f"{fid} {body}" for fid, body in undone.items()]
+        return "\n".join(parts) or None
     return None
 
 

@@ -292,6 +292,8 @@ def _event_hit(row: EventRow, score: float | None) -> Hit:
     text = row.text or ""
     if row.kind == ev.TX_COMMITTED:
         text = f"{payload.get('reason', '')} — {text}"
+        if undone := payload.get("undone"):  # a rollback: the frames it undid (read @eN)
+            text += f" — undone: {', '.join(undone)}"
     lifecycle = row.lifecycle if row.kind in OBSERVATION_KINDS else None
     meta = json.loads(row.meta) if row.meta else None
     return Hit(
