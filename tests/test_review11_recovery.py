@@ -263,3 +263,24 @@ def test_a_read_command_leaves_a_sqlite_file_without_tables_alone(tmp_path: Path
     finally:
         conn.close()
     assert names == [], f"a read command wrote {len(names)} schema objects into the file"
+
+
+def test_a_read_only_sqlite_file_without_tables_is_refused_as_table_less(tmp_path: Path) -> None:
+    """A table-less SQLite file this user may not write (mode 0444), opened by a command that
+    does not create stores: the wait for a creator (a write lock taken and released, nothing
+    written) still ends in the table-less refusal, and the file is left as it was. (A check of
+    the eleventh session's wait that its reviewer, running as root, could not make.)"""
+    prefix = _unprivileged(tmp_path / "probe")
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 7")  # a header, no tables
+    conn.close()
+    before = path.read_bytes()
+    path.chmod(0o444)
+    try:
+        result = _cli(prefix, path, "context", "status")
+    finally:
+        path.chmod(0o644)
+    assert result.returncode == 1, result.stderr
+    assert "without tables" in result.stderr, result.stderr
+    assert path.read_bytes() == before
