@@ -9,36 +9,15 @@ sequences only when the stream is not a terminal, and never a bare BEL or CR).
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
-from morphz.interfaces.cli import main
 from morphz.interfaces.cli_agent import _ask
 from morphz.runtime.tools.shell import exec_tool
-
-CONTROLS = ("\x1b", "\x07", "\r")
-
-
-def _run(args: list[str], *, stdin: str | None = None, color: bool = True) -> Result:
-    return CliRunner().invoke(main, args, input=stdin, color=color)
-
-
-def _raw_controls(text: str) -> list[str]:
-    return [c for c in CONTROLS if c in text]
-
-
-def _chat(tmp_path: Path, steps: list[dict[str, Any]], stdin: str) -> Result:
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(steps))
-    workspace = tmp_path / "ws"
-    workspace.mkdir(exist_ok=True)
-    args = ["chat", "--model", f"scripted:{script}", "--workspace", str(workspace)]
-    return _run([*args, "--db", str(tmp_path / "chat.db")], stdin=stdin)
+from test_review11_cli import _chat, _raw_controls
 
 
 def test_chat_approval_prompt_shows_argument_names_escaped(

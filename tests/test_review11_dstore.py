@@ -28,24 +28,9 @@ from pathlib import Path
 import pytest
 
 import morphz
-from test_review11_recovery import _cli
+from test_review11_recovery import _cli, _damage_pages
 
 SRC = Path(morphz.__file__).resolve().parent.parent  # the morphz under test
-
-
-def _damage_pages(path: Path, table: str) -> None:
-    """Overwrite every page of ``table`` in the (closed) store at ``path``."""
-    conn = sqlite3.connect(path)
-    try:
-        size = conn.execute("PRAGMA page_size").fetchone()[0]
-        pages = [r[0] for r in conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (table,))]
-    finally:
-        conn.close()
-    assert pages
-    with path.open("r+b") as f:
-        for page in pages:
-            f.seek((page - 1) * size)
-            f.write(b"\xff" * size)
 
 
 def _unprivileged(probe: Path) -> list[str]:

@@ -71,6 +71,21 @@ def _unprivileged(probe: Path) -> list[str]:
     return prefix
 
 
+def _damage_pages(path: Path, table: str) -> None:
+    """Overwrite every page of ``table`` in the (closed) store at ``path``."""
+    conn = sqlite3.connect(path)
+    try:
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = [r[0] for r in conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (table,))]
+    finally:
+        conn.close()
+    assert pages
+    with path.open("r+b") as f:
+        for page in pages:
+            f.seek((page - 1) * size)
+            f.write(b"\xff" * size)
+
+
 def _cli(prefix: list[str], path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(SRC))
     env.pop("MORPHZ_DB", None)
@@ -184,18 +199,7 @@ def test_the_audit_does_not_pass_a_store_file_sqlite_reports_damaged(
     path = _made(open_db, tmp_path)
     with morphz.open(path) as db:
         table = db.context(CONTEXT).recall_index.inspect().table
-    conn = sqlite3.connect(path)
-    try:
-        size = conn.execute("PRAGMA page_size").fetchone()[0]
-        rows = conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (f"{table}_idx",))
-        pages = [r[0] for r in rows]
-    finally:
-        conn.close()
-    assert pages
-    with path.open("r+b") as f:
-        for page in pages:
-            f.seek((page - 1) * size)
-            f.write(b"\xff" * size)
+    _damage_pages(path, f"{table}_idx")
     with morphz.open(path) as db:
         ctx = db.context(CONTEXT)
         with pytest.raises(morphz.StoreError, match="malformed"):

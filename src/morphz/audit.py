@@ -272,27 +272,16 @@ def _compare_recall(r: ReadTxn, out: _Report) -> None:
 
 def _next_event(events: Iterator[ev.Event], state: MindState, out: _Report) -> ev.Event | None:
     """The next event of the log, or None at its end or where a damaged row cannot be read
-    (reported: the replay stops there)."""
+    (reported: the replay stops there). A store that fails otherwise (closed, busy) raises."""
     try:
         return next(events, None)
-    except StoreError as exc:
-        if not _damaged_row(exc):  # the store closed or failed: no finding about the log
-            raise
+    except (StoreError, ValueError, TypeError, RecursionError) as exc:
+        cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+        if not isinstance(cause, ValueError | TypeError | RecursionError):
+            raise  # the store itself failed: no finding about the log
         reason = exc.__cause__ or exc  # the store's error says to run the audit: say why
         out.add(f"@e{state.last_seq + 1}: the event cannot be read ({reason}): the replay stops")
         return None
-    except (ValueError, TypeError, RecursionError) as exc:  # a payload or meta not readable
-        reason = exc.__cause__ or exc  # the store's error says to run the audit: say why
-        out.add(f"@e{state.last_seq + 1}: the event cannot be read ({reason}): the replay stops")
-        return None
-
-
-def _damaged_row(exc: BaseException) -> bool:
-    """Whether ``exc``, met reading the next event, is a row that cannot be read (the store's
-    error for it carries the decoding failure as its cause), not the store itself failing."""
-    return isinstance(exc, StoreError) and isinstance(
-        exc.__cause__, ValueError | TypeError | RecursionError
-    )
 
 
 def audit_context(

@@ -272,11 +272,10 @@ class Context:
         if not isinstance(tick, bool):
             raise InputError(f"tick is True or False, not {tick!r}")
         batch = appending.check_all(items)
-        index = isinstance(ticked, int) and not isinstance(ticked, bool)
-        if ticked is not None and not (index and 0 <= ticked < len(batch)):
-            raise InputError(f"ticked is the index of an item of the batch, not {ticked!r}")
         if not batch:
             raise InputError("observe_batch needs at least one observation")
+        if ticked is not None:  # the index of an item of the batch
+            check_whole(ticked, "ticked", 0, len(batch) - 1, why="an index into the batch")
         check_id(session, "session id")
         recorded = self.db.timestamp()
         with self.db.store.write(self.id) as w:

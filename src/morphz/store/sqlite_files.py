@@ -42,31 +42,44 @@ def explained(message: str, exc: sqlite3.Error, path: Path, *, opening: bool = F
     return f"{message}: {more}" if more else message
 
 
+def _denied(path: Path, mode: int) -> list[Path]:
+    """Those of the store's files (itself, its -wal and -shm) that exist and deny ``mode``."""
+    files = (path, Path(f"{path}-wal"), Path(f"{path}-shm"))
+    return [p for p in files if p.exists() and not os.access(p, mode)]
+
+
+def _named(files: list[Path]) -> str:
+    return ", ".join(str(p) for p in files)
+
+
+def _them(files: list[Path]) -> str:
+    return "it" if len(files) == 1 else "them"
+
+
+def _quoted(files: list[Path]) -> str:
+    return " ".join(shlex.quote(str(p)) for p in files)
+
+
 def unreadable(path: Path) -> str:
     """Which of the store's files cannot be read or written, and what to do; "" when all can
     (SQLite opens the store and its -wal and -shm for reading and writing)."""
-    side = [Path(f"{path}-wal"), Path(f"{path}-shm")]
-    files = [p for p in (path, *side) if p.exists() and not os.access(p, os.R_OK | os.W_OK)]
+    files = _denied(path, os.R_OK | os.W_OK)
     if not files:
         return ""
-    named = " ".join(shlex.quote(str(p)) for p in files)
-    return (
-        f"{', '.join(str(p) for p in files)} cannot be read and written: make "
-        f"{'it' if len(files) == 1 else 'them'} readable and writable (chmod u+rw {named})"
+    return f"{_named(files)} cannot be read and written: make {_them(files)} readable and " + (
+        f"writable (chmod u+rw {_quoted(files)})"
     )
 
 
 def unwritable(path: Path) -> str:
     """Which of the store's files and folder cannot be written, and what to do; "" when all of
     them can (the cause is elsewhere)."""
-    side = [Path(f"{path}-wal"), Path(f"{path}-shm")]
-    files = [p for p in (path, *side) if p.exists() and not os.access(p, os.W_OK)]
+    files = _denied(path, os.W_OK)
     notes = []
     if files:
-        named = ", ".join(str(p) for p in files)
         notes.append(
-            f"{named} cannot be written: make {'it' if len(files) == 1 else 'them'} writable "
-            f"(chmod u+w {' '.join(shlex.quote(str(p)) for p in files)})"
+            f"{_named(files)} cannot be written: make {_them(files)} writable "
+            f"(chmod u+w {_quoted(files)})"
         )
         if path not in files:
             notes[-1] += (
