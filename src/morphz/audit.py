@@ -22,7 +22,7 @@ from morphz.mind import (
 from morphz.mind.lifecycle import edge_tokens, kept_tokens
 from morphz.mind.lifecycle import in_view as in_view_frame
 from morphz.mind.state import ObsState
-from morphz.recall.documents import TEXT_KINDS, time_us
+from morphz.recall.documents import COMMIT_TEXT_KEYS, TEXT_KINDS, time_us
 from morphz.results import AuditReport
 from morphz.store.base import ReadTxn, Store
 from morphz.txlang import read_tx
@@ -122,7 +122,7 @@ def _note_order(state: MindState, event: ev.Event, out: _Report) -> None:
     kind = event.kind  # recall.documents.event_text's rule, without building the text
     if kind in TEXT_KINDS:
         out.documents += bool(event.text)
-    elif kind == ev.TX_COMMITTED and ((p := event.payload or {}).get("reason") or p.get("undone")):
+    elif kind == ev.TX_COMMITTED and any(map((event.payload or {}).get, COMMIT_TEXT_KEYS)):
         out.documents += 1
 
 

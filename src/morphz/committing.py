@@ -79,6 +79,8 @@ def commit_in(
     }
     if undone := _undone(w, changes):  # what a rollback removed stays findable (recall)
         payload["undone"] = undone
+    if replaced := _replaced(w, changes):  # so do the bodies a revise (or rollback) replaced
+        payload["replaced"] = replaced
     event = ev.Event(
         w.row.context_id,
         seq,
@@ -123,6 +125,18 @@ def _undone(w: WriteTxn, changes: Changes) -> dict[str, str]:
     commit's event keeps them, and recall indexes them with its reason."""
     gone = sorted(fid for fid, frame in changes.frames.items() if frame is None)
     return {fid: old.body for fid in gone if (old := w.frame(fid)) is not None}
+
+
+def _replaced(w: WriteTxn, changes: Changes) -> dict[str, str]:
+    """The frames whose body ``changes`` replace (a revise, or a rollback to an older
+    revision), with the bodies they had: the frame's own document holds only its new body, so
+    the commit's event keeps the old one, and recall indexes it with the commit's reason."""
+    out: dict[str, str] = {}
+    for fid in sorted(changes.frames):
+        new = changes.frames[fid]
+        if new is not None and (old := w.frame(fid)) is not None and old.body != new.body:
+            out[fid] = old.body
+    return out
 
 
 def _threshold(w: WriteTxn) -> Callable[[], int]:

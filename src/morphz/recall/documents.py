@@ -52,17 +52,20 @@ def time_us(iso: str) -> int:
 TEXT_KINDS: frozenset[str] = (OBSERVATION_KINDS - NOT_INDEXED_KINDS) | {ev.MODEL_REPLY}
 # every event kind that can have a document: what a search's kinds filter may name
 INDEXED_KINDS: frozenset[str] = TEXT_KINDS | {ev.TX_COMMITTED}
+# a committed transaction's payload keys that feed its document (the reason; the bodies of
+# frames it undid or replaced, by id): without one of them it has none
+COMMIT_TEXT_KEYS: tuple[str, ...] = ("reason", "undone", "replaced")
 
 
 def event_text(kind: str, text: str | None, payload: dict[str, Any] | None) -> str | None:
     """The searchable text of an event, or None when the event is not indexed."""
     if kind in TEXT_KINDS:
         return text or None
-    if kind == ev.TX_COMMITTED:  # its reason, and what a rollback undid (ids and bodies)
+    if kind == ev.TX_COMMITTED:  # its reason, and the bodies it undid or replaced (with ids)
         data = payload or {}
-        undone = data.get("undone") or {}
         parts = [str(data["reason"])] if data.get("reason") else []
-        parts += [f"{fid} {body}" for fid, body in undone.items()]
+        for key in COMMIT_TEXT_KEYS[1:]:
+            parts += [f"{fid} {body}" for fid, body in (data.get(key) or {}).items()]
         return "\n".join(parts) or None
     return None
 

@@ -294,6 +294,8 @@ def _event_hit(row: EventRow, score: float | None) -> Hit:
         text = f"{payload.get('reason', '')} — {text}"
         if undone := payload.get("undone"):  # a rollback: the frames it undid (read @eN)
             text += f" — undone: {', '.join(undone)}"
+        if replaced := payload.get("replaced"):  # the frames whose old bodies it holds
+            text += f" — replaced: {', '.join(replaced)}"
     lifecycle = row.lifecycle if row.kind in OBSERVATION_KINDS else None
     meta = json.loads(row.meta) if row.meta else None
     return Hit(
