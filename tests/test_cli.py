@@ -188,7 +188,7 @@ def test_tx_stdin_json(ready: Cli) -> None:
             1,
         ),
         ('(context-tx (base-version 0) (reason "r") (retire notes/plan))', "conflict", "retire", 1),
-        ("(context-tx (base-version 9) (create x (a)))", "validation", None, None),
+        ("(context-tx (base-version 9) (create x (a)))", "validation", None, 1),
     ],
 )
 def test_tx_refusal_json_shape_and_store_unchanged(

@@ -53,11 +53,13 @@ _TRACKED = {
 
 # a frame as sent: (revision, lifecycle, pos, body, sources). A rollback can bring back another
 # body under the same revision number, so the revision alone does not identify what was shown.
-_Shown = tuple[int, str, float, str, tuple[str, ...]]
+# what a frame shows, its place left out: the order is compared by position among the frames
+# (a place that leaves it as it was changes the sort key, not what a model reads)
+_Shown = tuple[int, str, str, tuple[str, ...]]
 
 
 def _shown(f: Frame) -> _Shown:
-    return (f.revision, f.lifecycle, f.pos, f.body, f.sources)
+    return (f.revision, f.lifecycle, f.body, f.sources)
 
 
 @dataclass(slots=True)
@@ -196,16 +198,23 @@ class DeltaEncoder:
         frames = {f.id: _shown(f) for f in state.frames}
         if any(frames.get(fid) != was for fid, was in seed.frames.items()):
             return True
-        for fid, shown in sent.frames.items():
-            if fid in frames and frames[fid][2] != shown[2]:
-                return True
-        # a frame new to the request is appended to the mind: it must stand after all sent
-        last = max((shown[2] for shown in sent.frames.values()), default=None)
-        if last is not None and any(f.pos < last for f in state.frames if f.id not in sent.frames):
+        if _moved([f.id for f in state.frames], sent.frames):
             return True
         if not seed.relations <= set(state.relations):
             return True
         return not set(seed.checkpoints) <= set(state.checkpoints)
+
+
+def _moved(order: list[str], sent: dict[str, _Shown]) -> bool:
+    """Whether the mind ``order`` (ids in projection order) differs from what the request
+    shows in a way increments cannot state: a frame sent moved among the others sent, or a
+    frame new to the request (appended to the mind) stands before one sent. ``sent`` is in
+    the order the request shows."""
+    kept = [fid for fid in order if fid in sent]
+    present = set(order)
+    if kept != [fid for fid in sent if fid in present]:
+        return True
+    return bool(kept) and any(fid not in sent for fid in order[: order.index(kept[-1])])
 
 
 def _harness(encoding: Encoding) -> tuple[str | None, str | None, str]:

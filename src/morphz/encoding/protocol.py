@@ -43,7 +43,7 @@ unprotects, unrelates, rolls back, drops a checkpoint or retires a session. A BO
 S-expressions; free text goes in double quotes (inside a string, write a double quote as
 backslash-quote and a backslash as two backslashes); a semicolon starts a comment. Never
 nest an operation inside a body: a list in a body must not start with an operation name or from;
-to keep such a word as data, quote it, (fact ("place" paris)), or use another word, (fact
+to keep such a word as data, quote it, (fact (\\"place\\" paris)), or use another word, (fact
 (location paris)).")
   (operations
    (create "(create ID BODY...)" "a new active frame; the id must not belong to any frame,
@@ -94,9 +94,10 @@ refused one returns a typed error (parse, validation, stale-version, conflict, p
 not-found, budget) naming the operation, line and column; nothing was changed.")
  (recall "Use the recall tool to find what is no longer in view: search by words and/or time
 range (since inclusive, until exclusive, with a UTC offset), read an event by ref in pages, or
-traverse from a frame through its sources and relations (ancestors, descendants or both, depth up
-to 4). Results arrive as a new recall_result observation; they enter your mind only when you
-derive from them.")
+traverse from a frame through its sources and relations (ancestors, descendants or both, depth
+up to 4). Search finds a frame's earlier bodies through the transaction that revised it. Results
+arrive as a new recall_result observation; they enter your mind only when you derive from
+them.")
  (capacity "The kernel shows context pressure: normal, notice, warning or critical, with the
 tokens of this request (figure: estimated, calibrated from the provider's reports, or exact)
 and the budget. Keep room: derive conclusions from processed
@@ -116,8 +117,10 @@ new checkpoints. retired: observations and frames an increment brought that left
 (retired, which recall still reads, or undone by a rollback). unrelated: edges removed.
 dropped-checkpoints: checkpoints dropped. observation-state-update, session-directory-update,
 kernel-update, environment-update: entries that replace the entry with the same head (for
-sessions, the same session). In observation-state-update and session-directory-update an entry
-with nothing after its head, like (@e12), (session ops) or (excluded), is withdrawn; the kernel
-and the environment always have every entry, so there one like (running-activations) is empty."))"""
+sessions, the same session; a session not listed yet is added at the end, so the directory's
+order is no longer by activity: its last-active says). In observation-state-update and
+session-directory-update an entry with nothing after its head, like (@e12), (session ops) or
+(excluded), is withdrawn; the kernel and the environment always have every entry, so there one
+like (running-activations) is empty."))"""
 
 PROTOCOL_TOKENS = estimate_tokens(PROTOCOL)  # what every request spends on the contract

@@ -237,17 +237,20 @@ def _retire(a: _Apply, op: o.Retire) -> None:
             _retire_frame(a, target)
 
 
+def _root_stays(ref: str) -> str:
+    """Why the runtime keeps ``ref``, the root request of a running activation."""
+    return (
+        f"{ref} is the root request of a running activation: the runtime keeps it protected "
+        "until its reply is delivered; drop this operation"
+    )
+
+
 def _retire_obs(a: _Apply, ref: str) -> None:
     obs = a.need_obs(ref)
     if obs.protected:
         raise a.fail(ProtectedError, f"{ref} is protected: unprotect it first", target=ref)
     if a.env.causally_protected(obs.seq):
-        raise a.fail(
-            ProtectedError,
-            f"{ref} is the root request of a running activation and stays until its reply is "
-            "delivered",
-            target=ref,
-        )
+        raise a.fail(ProtectedError, _root_stays(ref), target=ref)
     if obs.lifecycle == "retired":
         raise a.fail(ValidationError, f"{ref} is already retired; nothing to retire", target=ref)
     a.put_obs(obs.with_life("retired", obs.protected))
@@ -351,6 +354,8 @@ def _unprotect(a: _Apply, op: o.Unprotect) -> None:
     for target in op.targets:
         if target.startswith("@"):
             obs = a.need_obs(target)
+            if not obs.protected and a.env.causally_protected(obs.seq):
+                raise a.fail(ProtectedError, _root_stays(target), target=target)
             if not obs.protected:
                 raise a.fail(
                     ValidationError,
@@ -495,7 +500,9 @@ def _rollback(a: _Apply, op: o.Rollback) -> None:
         a.changes.order_max = top
     a.changes.barrier = True
     a.changes.written.update(("order", f"checkpoint:{op.checkpoint}"))
-    change = f"mind rolled back to version {snap.version}"
+    # named by the checkpoint, not a version: one taken before other operations of its
+    # transaction holds a mind that transaction's version never had
+    change = f"mind rolled back to checkpoint '{op.checkpoint}'"
     a.effect(op.checkpoint, change, immediate=freed, eventual=pending)
 
 

@@ -68,9 +68,12 @@ def decide_rebase(
     if base == current_version:
         return False
     if base > current_version:
+        line, column = line_col(tx.source, tx.base_pos)
         raise ValidationError(
             f"base-version {base} is ahead of the current mind version {current_version}: "
             "read the mind again and use its version",
+            line=line,
+            column=column,
             details={"current_version": current_version},
         )
     if tx.needs_exact_version:

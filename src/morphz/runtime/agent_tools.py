@@ -66,6 +66,12 @@ async def _context_tx(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     text = args.get("tx")
     if not isinstance(text, str):
         raise ToolError('context_tx needs {"tx": "(context-tx ...)"}')
+    unknown = sorted(k for k, v in args.items() if k != "tx" and v is not None)  # null: not given
+    if unknown:
+        raise ToolError(
+            f"context_tx takes only tx, not {unknown}: write everything inside the (context-tx "
+            '...) form, the reason as (reason "...") after (base-version N); nothing was committed'
+        )
     try:
         receipt = await tc.in_thread(
             tc.ctx.commit,

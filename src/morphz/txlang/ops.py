@@ -294,6 +294,7 @@ class Tx:
     # True only when ``source`` is already the canonical text (``print_tx`` would give it back
     # byte for byte): the parser's canonical fast path sets it, so the commit need not print.
     canonical: bool = field(default=False, compare=False, repr=False)
+    base_pos: int = field(default=0, compare=False, repr=False)  # where (base-version N) stands
 
     @property
     def needs_exact_version(self) -> bool:

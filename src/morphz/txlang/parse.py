@@ -214,9 +214,11 @@ _OPS: dict[str, Callable[[_Ctx, SList], o.Op]] = {
 assert tuple(_OPS) == o.OP_NAMES
 
 
-def _header(ctx: _Ctx, items: tuple[SExpr, ...]) -> tuple[int, str | None, int]:
-    """Parse (base-version N) and optional (reason "..."); return them and the first op index."""
+def _header(ctx: _Ctx, items: tuple[SExpr, ...]) -> tuple[int, str | None, int, int]:
+    """Parse (base-version N) and optional (reason "..."); return them, the first op index and
+    where (base-version N) stands."""
     base: int | None = None
+    base_pos = 0
     reason: str | None = None
     i = 1
     while i < len(items):
@@ -234,7 +236,7 @@ def _header(ctx: _Ctx, items: tuple[SExpr, ...]) -> tuple[int, str | None, int]:
             text = value.text if isinstance(value, Atom) else ""
             if _DIGITS.fullmatch(text) is None or int(text) > _MAX_BASE_VERSION:
                 raise ctx.error(value.pos, "base-version must be a non-negative integer")
-            base = int(text)
+            base, base_pos = int(text), node.pos
         else:
             if reason is not None:
                 raise ctx.error(node.pos, "reason is given twice")
@@ -244,7 +246,7 @@ def _header(ctx: _Ctx, items: tuple[SExpr, ...]) -> tuple[int, str | None, int]:
         i += 1
     if base is None:
         raise ctx.error(items[0].pos, "missing (base-version N): state the mind version you read")
-    return base, reason, i
+    return base, reason, i, base_pos
 
 
 _ONLY = (
@@ -348,7 +350,7 @@ def parse_tx(text: str) -> o.Tx:
         raise ctx.error(form.pos, _ONLY)
     if len(forms) > 1:
         raise ctx.error(forms[1].pos, _AFTER_ONLY)
-    base, reason, first = _header(ctx, form.items)
+    base, reason, first, base_pos = _header(ctx, form.items)
     ops: list[o.Op] = []
     for index, node in enumerate(form.items[first:]):
         ctx.index = index
@@ -370,7 +372,7 @@ def parse_tx(text: str) -> o.Tx:
         ops.append(handler(ctx, node))
     if not ops:
         raise ctx.error(form.pos, "a context-tx needs at least one operation")
-    return o.Tx(base, reason, tuple(ops), text)
+    return o.Tx(base, reason, tuple(ops), text, base_pos=base_pos)
 
 
 # ---------------------------------------------------------------- canonical fast path
@@ -435,7 +437,8 @@ def _parse_canonical(text: str) -> o.Tx | None:
     if at != last or text[last] != ")" or not ops:
         return None
     digits = head.group(1)  # "007" reads as 7 but prints as "7": then the text is not canonical
-    return o.Tx(base, reason, tuple(ops), text, len(digits) == 1 or digits[0] != "0")
+    canonical = len(digits) == 1 or digits[0] != "0"
+    return o.Tx(base, reason, tuple(ops), text, canonical, len("(context-tx "))
 
 
 def _canonical_body_op(text: str, match: re.Match[str]) -> o.Op | None:
