@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from morphz.interfaces.cli import main
@@ -82,3 +83,38 @@ def test_impossible_budget_is_refused(tmp_path: Path) -> None:
     db = _store(tmp_path)
     out = json.loads(_run(db, "context", "budget", "--limit", "100", "--format", "json", code=1))
     assert out["error"]["code"] == "input" and "reserve" in out["error"]["message"]
+
+
+def test_encoding_applies_the_configured_budget_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The configuration's [budget] keys apply over the context's budget as they apply to an
+    agent's requests; --budget replaces their limit."""
+    db = _store(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "morphz.toml").write_text("[budget]\nlimit = 1000\nreserve = 100\n", "utf-8")
+    monkeypatch.chdir(project)
+    out = json.loads(_run(db, "context", "encoding", "--format", "json"))
+    assert out["pressure"]["hard"] == 1000 and out["pressure"]["critical"] == 900
+    given = json.loads(_run(db, "context", "encoding", "--budget", "50000", "--format", "json"))
+    assert given["pressure"]["hard"] == 50000 and given["pressure"]["level"] == "normal"
+    status = json.loads(_run(db, "context", "status", "--format", "json"))
+    assert status["pressure"]["hard"] == 120000  # the context's own budget, unchanged
+
+
+def test_encoding_model_is_a_spec_as_exec_takes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name without a prefix is refused as exec refuses it; a scripted spec is named."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    db = _store(tmp_path)
+    out = json.loads(
+        _run(db, "context", "encoding", "--model", "gpt-4o", "--format", "json", code=1)
+    )
+    assert out["error"]["code"] == "input" and "openai:gpt-4o" in out["error"]["message"]
+    assert '(model "scripted:replies.json")' in _run(
+        db, "context", "encoding", "--model", "scripted:replies.json"
+    )

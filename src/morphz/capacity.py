@@ -103,15 +103,22 @@ class Budget:
 
 
 _DEFAULT = Budget()  # what a context without a budget setting has
+BUDGET_FIELDS = tuple(_DEFAULT.to_dict())  # window, output_reserve, configured, reserve, ...
 
 
 def budget_over(base: Budget, keys: Mapping[str, int]) -> Budget:
     """``base`` with the fields ``keys`` names changed (InputError when that is no budget)."""
     if not keys:
         return base
+    unknown = sorted(str(key) for key in keys if key not in BUDGET_FIELDS)
+    if unknown:
+        raise InputError(
+            f"unknown budget field(s) {', '.join(unknown)}: a budget's fields are "
+            + ", ".join(BUDGET_FIELDS)
+        )
     try:
         return replace(base, **keys)
-    except (InputError, TypeError) as exc:  # TypeError: a key that is no Budget field
+    except InputError as exc:
         shown = ", ".join(f"{key} {value}" for key, value in keys.items())
         raise InputError(f"the configured budget ({shown}): {exc}") from exc
 

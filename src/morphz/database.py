@@ -24,7 +24,16 @@ class Database:
         self.now = now
 
     def timestamp(self) -> str:
-        return self.now().astimezone(UTC).isoformat()
+        """The store's clock read now, in UTC. A reading without a UTC offset is refused:
+        ``astimezone`` would read it as the machine's local time, and the stored times (and
+        the encoding that shows them) would then depend on the time zone."""
+        reading = self.now()
+        if not isinstance(reading, datetime) or reading.utcoffset() is None:
+            raise InputError(
+                f"the store's clock must return times with a UTC offset, not {reading!r}: give "
+                "morphz.open(now=...) a clock such as lambda: datetime.now(UTC)"
+            )
+        return reading.astimezone(UTC).isoformat()
 
     def context(
         self, context_id: str = DEFAULT_CONTEXT, *, create: bool = False, window: int | None = None

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from morphz.checks import check_whole
 from morphz.errors import InputError
 from morphz.graphemes import wide_characters
 
@@ -243,8 +244,18 @@ def count(
 
 
 def part_tokens(text: str, counter: Counter | None = None) -> int:
-    """One part's tokens before any calibration: exact with ``counter``, else the estimate."""
-    return counter(text) if counter is not None else estimate_tokens(text)
+    """One part's tokens before any calibration: exact with ``counter``, else the estimate. A
+    counter's answer that is no token count (None, negative, a fraction) is an InputError naming
+    the encoding option ``counter``, not a TypeError from a sum or a figure of -360 tokens."""
+    if counter is None:
+        return estimate_tokens(text)
+    return check_whole(
+        counter(text),
+        "what the encoding option counter returns",
+        0,
+        unit="tokens",
+        why="counter is a function from text to a token count",
+    )
 
 
 def figure(

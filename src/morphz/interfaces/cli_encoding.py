@@ -6,6 +6,8 @@ docs/cli.md.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import click
@@ -25,6 +27,7 @@ from morphz.interfaces.cli import (
     local_now,
     open_context,
 )
+from morphz.runtime.config import check_model_spec, load
 from morphz.runtime.report import pick_activations, request_stats, total
 
 
@@ -49,8 +52,10 @@ from morphz.runtime.report import pick_activations, request_stats, total
     "--model",
     default="none",
     show_default=True,
-    help="Model spec the request is for (openai:NAME, anthropic:NAME): named in the encoding, "
-    "and tokens are counted for it as the runtime counts them (exact, calibrated, estimated).",
+    metavar="SPEC",
+    help="Model spec the request is for (openai:NAME, anthropic:NAME, scripted:PATH): named "
+    "in the encoding, and tokens are counted for it as the runtime counts them under the "
+    "configuration (exact, calibrated, estimated).",
 )
 @db_option
 @format_option
@@ -62,16 +67,24 @@ def encoding_command(
     Text: the encoding itself. JSON: its text, each region's byte range and tokens (counted as
     the total is: exact, calibrated or estimated), the context pressure, the session working
     set, and where a request sending it is cut into blocks and marked for a provider's prompt
-    cache."""
+    cache.
+
+    The configuration (./morphz.toml, ~/.morphz/morphz.toml) applies as it does to exec and
+    chat: its [budget] keys over the context's budget (--budget over its limit) and its
+    tokenizer setting."""
+    settings = load(Path.home(), Path.cwd(), os.environ)
+    if model != "none":
+        check_model_spec(model)  # a typo is refused as exec refuses it
+    keys = settings.budget | ({} if budget is None else {"configured": budget})
     local_time = local_now()
     with open_context(db_path, context_id) as ctx:
-        encoding = ctx.encode(  # the budget: the one stored in the snapshot it compiles
+        encoding = ctx.encode(  # the budget: the keys over the one stored in its snapshot
             session=session,
-            budget_keys={} if budget is None else {"configured": budget},
+            budget_keys=keys,
             model=model,
             local_time=local_time,
             calibration=ctx.calibration(model),
-            counter=exact_counter(model),
+            counter=exact_counter(model) if settings.exact_tokens else None,
         )
     layout = encoding_layout(encoding).to_dict(encoding.text)
     emit(fmt, encoding.to_dict() | {"cache": layout}, lambda: encoding.text.rstrip("\n"))

@@ -267,8 +267,10 @@ def _delta_models(models: Any, key: str, default: bool) -> frozenset[str]:
 MODEL_KINDS = ("openai", "anthropic", "scripted")  # the model spec's prefixes
 
 
-def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:
-    """``openai:NAME``, ``anthropic:NAME`` or ``scripted:PATH``."""
+def check_model_spec(spec: str) -> tuple[str, str]:
+    """``spec``'s kind and name when it is ``openai:NAME``, ``anthropic:NAME`` or
+    ``scripted:PATH``; an InputError naming the prefixes otherwise (a typo such as
+    ``opnai:gpt-4o``, or a name without a prefix)."""
     kind, colon, name = spec.partition(":")
     if not colon or kind not in MODEL_KINDS:
         prefixes = ", ".join(f"{k}:" for k in MODEL_KINDS)
@@ -285,6 +287,12 @@ def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:
     if not name:
         what = "PATH" if kind == "scripted" else "NAME"
         raise InputError(f"model spec {spec!r} needs a name after the prefix: {kind}:{what}")
+    return kind, name
+
+
+def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:
+    """``openai:NAME``, ``anthropic:NAME`` or ``scripted:PATH``."""
+    kind, name = check_model_spec(spec)
     if kind == "scripted":
         from morphz.runtime.models.scripted import ScriptedModel
 

@@ -105,7 +105,7 @@ def pick_activations(
     if found is None:
         raise InputError(
             f"no activation {activation!r} in context '{ctx.id}': "
-            "`morphz context requests --last 10` lists the latest ones; run one with "
+            f"`morphz context requests {ctx.id} --last 10` lists the latest ones; run one with "
             "`morphz exec`"
         )
     return [found]

@@ -1,7 +1,8 @@
-"""What SQLite says about a store's files, worded with what to do next: files or a folder that
-cannot be written (WAL mode keeps ``-wal`` and ``-shm`` files beside the store, and creates
-them even to read it), a file that is not a database or is damaged, and the damage SQLite's
-``PRAGMA quick_check`` finds (the audit's check of the file itself)."""
+"""What SQLite says about a store's files, worded with what to do next: a folder given as the
+store, files or a folder that cannot be written (WAL mode keeps ``-wal`` and ``-shm`` files
+beside the store, and creates them even to read it), a file that is not a database or is
+damaged, and the damage SQLite's ``PRAGMA quick_check`` finds (the audit's check of the file
+itself)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def advice(exc: sqlite3.Error, path: Path, *, opening: bool = False) -> str:
     if code in (_CORRUPT, _NOTADB):
         return NOT_A_STORE if opening else DAMAGED
     if code == _CANTOPEN:
-        return unreadable(path) or unwritable(path)
+        return a_folder(path) or unreadable(path) or unwritable(path)
     if code == _READONLY or "readonly" in str(exc):
         return unwritable(path)
     return ""
@@ -58,6 +59,18 @@ def _them(files: list[Path]) -> str:
 
 def _quoted(files: list[Path]) -> str:
     return " ".join(shlex.quote(str(p)) for p in files)
+
+
+def a_folder(path: Path) -> str:
+    """That ``path`` is a folder and the store is a file, with one to name; "" when it is no
+    folder (``--db ''`` is the current folder, and MORPHZ_DB may name the folder the stores
+    are kept in)."""
+    if not path.is_dir():
+        return ""
+    return (
+        f"{path} is a folder: --db / MORPHZ_DB must name the store's file, e.g. "
+        f"{shlex.quote(str(path / 'morphz.db'))}"
+    )
 
 
 def unreadable(path: Path) -> str:
