@@ -100,8 +100,10 @@ def commit_in(
     grown = w.write_changes(changes, version, seq)
     if grown > 0:
         _check_room(w, tx, changes, budget, budget_keys, calibration=calibration)
-    maintain.index_events(w, [event])
+    # the frames' documents (negative rowids) before the event's: FTS5 writes a segment each
+    # time a rowid goes down within the transaction (SqliteRecall.put_frames)
     maintain.index_frames(w, list(reindex), recorded)
+    maintain.index_events(w, [event])
     w.set_row(
         ContextRow(  # replace(row, ...) written out: several times cheaper
             row.context_id,

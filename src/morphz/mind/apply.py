@@ -410,6 +410,8 @@ def _unrelate(a: _Apply, op: o.Unrelate) -> None:
 def _shown_edge(a: _Apply, edge: Edge) -> tuple[int, int]:
     """What ``edge`` counts in the mind region (its tokens while its subject is in view), and
     what of it leaves when its subject's window ends (all of it while the subject retires)."""
+    if not a.env.receipts:  # a replay: no receipt, no figures (see relations())
+        return 0, 0
     subject = a.view.frame(edge[0])
     shown = edge_tokens(edge) if in_view(subject) else 0
     return shown, shown if subject is not None and subject.lifecycle == "retiring" else 0

@@ -35,13 +35,15 @@ class MindState:
         self.barrier = 0
         self.frames_by_id: dict[str, Frame] = {}
         self.edge_set: set[Edge] = set()
-        self._by_subject: dict[str, set[Edge]] = {}
+        # built at first use, then kept current: a replay needs neither unless a receipt reads a
+        # frame's relations (the audit computes none) or a place reads the order
+        self._by_subject: dict[str, set[Edge]] | None = None
         self.obs: dict[int, ObsState] = {}
         self.sessions: dict[str, SessionState] = {}
         self.snapshots: dict[str, Snapshot] = {}
         self.boundary_versions: dict[str, int] = {}
         self._retiring: dict[str, int] = {}
-        self._order: list[tuple[float, str]] = []  # (pos, id) of every frame, sorted
+        self._order: list[tuple[float, str]] | None = None  # (pos, id) of every frame, sorted
 
     # -- MindView
 
@@ -90,18 +92,30 @@ class MindState:
         return list(self.edge_set)
 
     def subject_edges(self, frame_id: str) -> list[Edge]:
-        return sorted(self._by_subject.get(frame_id, ()))
+        by_subject = self._by_subject
+        if by_subject is None:
+            by_subject = self._by_subject = {}
+            for edge in self.edge_set:
+                by_subject.setdefault(edge[0], set()).add(edge)
+        return sorted(by_subject.get(frame_id, ()))
 
     def due_retirements(self, clock: int) -> list[str]:
         return sorted(fid for fid, deadline in self._retiring.items() if deadline <= clock)
 
     def frame_after(self, pos: float, frame_id: str) -> Frame | None:
-        at = bisect_right(self._order, (pos, frame_id))
-        return self.frames_by_id[self._order[at][1]] if at < len(self._order) else None
+        order = self._ordered()
+        at = bisect_right(order, (pos, frame_id))
+        return self.frames_by_id[order[at][1]] if at < len(order) else None
 
     def frame_before(self, pos: float, frame_id: str) -> Frame | None:
-        at = bisect_left(self._order, (pos, frame_id))
-        return self.frames_by_id[self._order[at - 1][1]] if at > 0 else None
+        order = self._ordered()
+        at = bisect_left(order, (pos, frame_id))
+        return self.frames_by_id[order[at - 1][1]] if at > 0 else None
+
+    def _ordered(self) -> list[tuple[float, str]]:
+        if self._order is None:
+            self._order = sorted((f.pos, fid) for fid, f in self.frames_by_id.items())
+        return self._order
 
     # -- mutation
 
@@ -118,7 +132,8 @@ class MindState:
             if changes.barrier:
                 self.barrier = version
         if changes.frames:
-            self._reorder(changes.frames)
+            if self._order is not None:
+                self._reorder(changes.frames, self._order)
             frames, retiring = self.frames_by_id, self._retiring
             for fid, frame in changes.frames.items():
                 if frame is None:
@@ -135,10 +150,12 @@ class MindState:
             for edge, present in changes.edges.items():
                 if present:
                     edge_set.add(edge)
-                    by_subject.setdefault(edge[0], set()).add(edge)
+                    if by_subject is not None:
+                        by_subject.setdefault(edge[0], set()).add(edge)
                 elif edge in edge_set:
                     edge_set.discard(edge)
-                    by_subject[edge[0]].discard(edge)
+                    if by_subject is not None:
+                        by_subject[edge[0]].discard(edge)
         if changes.observations:
             self.obs.update(changes.observations)
         if changes.checkpoints:
@@ -157,10 +174,10 @@ class MindState:
             self._clock = changes.clock
         self.head = chain_head(self.head, changes)
 
-    def _reorder(self, changed: dict[str, Frame | None]) -> None:
-        """Keep ``_order`` sorted through ``changed`` (before it is applied): a few moves by
-        bisection, many (a renumber, a rollback) by sorting again."""
-        frames, order = self.frames_by_id, self._order
+    def _reorder(self, changed: dict[str, Frame | None], order: list[tuple[float, str]]) -> None:
+        """Keep ``order`` (``_order``) sorted through ``changed`` (before it is applied): a few
+        moves by bisection, many (a renumber, a rollback) by sorting again."""
+        frames = self.frames_by_id
         moves = []
         for fid, frame in changed.items():
             old = frames.get(fid)

@@ -85,33 +85,62 @@ class SqliteRecall:
             self._meta = (meta[0], through_seq, meta[2])
 
     def put_frames(self, docs: Iterable[FrameDoc]) -> None:
-        table = self.table()
+        """Replace the documents of ``docs``' frames: each changed one gets a new rowid (handed
+        out in the order of ``docs``), a deleted one (None body) none.
+
+        FTS5 writes its pending terms out as a new segment whenever a write's rowid is below the
+        previous write's in the transaction, and merges segments as they pile up: so the new
+        documents (the lowest rowids yet) are written first, in ascending rowid order, then the
+        deletions of the ones they replace (a commit indexes its event, a positive rowid, after
+        them: :func:`morphz.committing.commit_in`). A commit then adds one segment, not one per
+        document written; the index holds the same documents either way."""
+        table, cid, conn = self.table(), self.cid, self.conn
+        meta = self.meta()
+        assert meta is not None
+        number = meta[2]
+        inserts: list[tuple[int, str]] = []  # (rowid, body) of the new documents
+        deletes: list[tuple[int]] = []  # rowids of the replaced documents
+        added: list[tuple[str, str, int, int, int]] = []  # recall_frames rows of new frames
+        moved: list[tuple[int, int, str, str]] = []  # (doc_id, time_us) of indexed frames
+        gone: list[tuple[str, str]] = []  # recall_frames rows of deleted frames
         for doc in docs:
-            old = self.conn.execute(
+            old = conn.execute(
                 "SELECT doc_id, key FROM recall_frames WHERE context_id = ? AND frame_id = ?",
-                (self.cid, doc.frame_id),
+                (cid, doc.frame_id),
             ).fetchone()
             if old is not None:
-                self.conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (old[0],))
-                self.conn.execute(
-                    "DELETE FROM recall_frames WHERE context_id = ? AND frame_id = ?",
-                    (self.cid, doc.frame_id),
-                )
+                deletes.append((old[0],))
             if doc.body is None:
+                if old is not None:
+                    gone.append((cid, doc.frame_id))
                 continue
-            meta = self.meta()
-            assert meta is not None
-            number = meta[2] + 1
-            key = old[1] if old is not None else number
-            self.conn.execute(
-                f"INSERT INTO {table} (rowid, body, near) VALUES (?, ?, '')", (-number, doc.body)
+            number += 1
+            inserts.append((-number, doc.body))
+            if old is None:
+                added.append((cid, doc.frame_id, -number, number, doc.time_us))
+            else:  # the frame keeps its key
+                moved.append((-number, doc.time_us, cid, doc.frame_id))
+        if inserts:
+            conn.executemany(
+                f"INSERT INTO {table} (rowid, body, near) VALUES (?, ?, '')", sorted(inserts)
             )
-            self.conn.execute(
-                "INSERT INTO recall_frames VALUES (?, ?, ?, ?, ?)",
-                (self.cid, doc.frame_id, -number, key, doc.time_us),
+        if deletes:
+            conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", sorted(deletes))
+        if gone:
+            conn.executemany(
+                "DELETE FROM recall_frames WHERE context_id = ? AND frame_id = ?", gone
             )
-            self.conn.execute(
-                "UPDATE recall_meta SET frame_docs = ? WHERE context_id = ?", (number, self.cid)
+        if moved:
+            conn.executemany(
+                "UPDATE recall_frames SET doc_id = ?, time_us = ? WHERE context_id = ? "
+                "AND frame_id = ?",
+                moved,
+            )
+        if added:
+            conn.executemany("INSERT INTO recall_frames VALUES (?, ?, ?, ?, ?)", added)
+        if number != meta[2]:
+            conn.execute(
+                "UPDATE recall_meta SET frame_docs = ? WHERE context_id = ?", (number, cid)
             )
             self._meta = (meta[0], meta[1], number)
 
