@@ -23,6 +23,7 @@ from morphz.mind import (
     ensure_session,
     tx_boundaries,
 )
+from morphz.mind.state import Frame
 from morphz.recall import maintain
 from morphz.results import Receipt
 from morphz.store.base import ContextRow, WriteTxn
@@ -77,10 +78,8 @@ def commit_in(
         "rebased": rebased,
         "reason": tx.reason,
     }
-    if undone := _undone(w, changes):  # what a rollback removed stays findable (recall)
-        payload["undone"] = undone
-    if replaced := _replaced(w, changes):  # so do the bodies a revise (or rollback) replaced
-        payload["replaced"] = replaced
+    reindex = maintain.frames_to_reindex(w, changes)  # with the old rows of their frames
+    payload.update(_old_bodies(changes, reindex))  # what a rollback or revise replaced
     event = ev.Event(
         w.row.context_id,
         seq,
@@ -95,7 +94,6 @@ def commit_in(
         row.clock,
         head,
     )
-    reindex = maintain.frames_to_reindex(w, changes)
     w.append_event(event)
     grown = w.write_changes(changes, version, seq)
     if grown > 0:
@@ -122,22 +120,28 @@ def commit_in(
     return receipt
 
 
-def _undone(w: WriteTxn, changes: Changes) -> dict[str, str]:
-    """The frames ``changes`` remove (only a rollback does), with the bodies they had: the
-    commit's event keeps them, and recall indexes them with its reason."""
-    gone = sorted(fid for fid, frame in changes.frames.items() if frame is None)
-    return {fid: old.body for fid in gone if (old := w.frame(fid)) is not None}
-
-
-def _replaced(w: WriteTxn, changes: Changes) -> dict[str, str]:
-    """The frames whose body ``changes`` replace (a revise, or a rollback to an older
-    revision), with the bodies they had: the frame's own document holds only its new body, so
-    the commit's event keeps the old one, and recall indexes it with the commit's reason."""
-    out: dict[str, str] = {}
-    for fid in sorted(changes.frames):
+def _old_bodies(changes: Changes, reindex: dict[str, Frame | None]) -> dict[str, dict[str, str]]:
+    """The bodies ``changes`` take out of the mind, by frame id, for the commit's event and its
+    recall document (a frame's own document holds only its current body): ``undone``, the
+    frames removed (only a rollback removes any), and ``replaced``, the earlier bodies of
+    frames that stay (a revise, or a rollback to an older revision). ``reindex`` holds the old
+    row of every frame whose body changes (maintain.frames_to_reindex)."""
+    undone: dict[str, str] = {}
+    replaced: dict[str, str] = {}
+    for fid in sorted(reindex):
+        old = reindex[fid]
+        if old is None or fid not in changes.frames:  # created, or reindexed for an edge only
+            continue
         new = changes.frames[fid]
-        if new is not None and (old := w.frame(fid)) is not None and old.body != new.body:
-            out[fid] = old.body
+        if new is None:
+            undone[fid] = old.body
+        elif new.body != old.body:
+            replaced[fid] = old.body
+    out: dict[str, dict[str, str]] = {}
+    if undone:
+        out["undone"] = undone
+    if replaced:
+        out["replaced"] = replaced
     return out
 
 
