@@ -24,6 +24,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import event as note
 from hypothesis import strategies as st
@@ -40,7 +41,7 @@ from agents import SMALL_BUDGET
 from agents import region_tokens as _region
 from histories import Clock
 from histories import tx as _tx
-from morphz.errors import BudgetError
+from morphz.errors import BudgetError, InputError
 from morphz.txlang.sexpr import quote
 
 CONTEXT = "context-mm"
@@ -658,6 +659,10 @@ class MindModelMachine(RuleBasedStateMachine):
     def start_activation(self, data: st.DataObject, session: str) -> None:
         refs = [None, *(f"@e{s}" for s in self.model.obs)]
         root = data.draw(st.sampled_from(refs), label="root")
+        if root is not None and self.model.obs[int(root[2:])].lifecycle == "retired":
+            with pytest.raises(InputError, match="is retired: restore it first"):
+                self.ctx.start_activation(session, root)  # refused: nothing recorded
+            return
         act = self.ctx.start_activation(session, root)
         self.model.runtime_event(session)
         self.model.running[act] = (session, None if root is None else int(root[2:]))

@@ -462,8 +462,16 @@ class Context:
         root_seq = parse_ref(root) if root is not None else None
 
         def rooted(w: WriteTxn) -> tuple[int | None, str | None]:
-            if root_seq is not None and w.observation(root_seq) is None:
+            if root_seq is None:
+                return None, None
+            obs = w.observation(root_seq)
+            if obs is None:
                 raise InputError(f"root {root} is not an observation of context '{self.id}'")
+            if obs.lifecycle != "active":  # the model could not see the request it runs on
+                raise InputError(
+                    f"root {root} is retired: restore it first ((restore {root}) in a "
+                    "transaction), or root the activation on an observation in view"
+                )
             return root_seq, root
 
         return self._start(session, objective, rooted)
