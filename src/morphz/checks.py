@@ -54,7 +54,7 @@ def not_unicode(exc: UnicodeEncodeError, what: str) -> InputError:
 
 def check_id(value: str, what: str) -> str:
     if not isinstance(value, str) or not is_id(value):
-        raise InputError(f"{what} {value!r} is not a valid id: {describe_id_rules()}")
+        raise InputError(f"{what} {value!r} is not a valid id: {describe_id_rules(value)}")
     return value
 
 

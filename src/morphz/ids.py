@@ -2,9 +2,9 @@
 event refs.
 
 - An *id* (frame, checkpoint, session, context, relation name) is 1-256 characters of letters
-  (with their combining marks), digits and ``_ - . : /``. It may not be digits only (that
-  would read as a number) and cannot start with ``@`` (refs own that prefix). ``/``
-  namespaces are allowed: ``deployment/current``.
+  (with their combining marks, in composed form: NFC), digits and ``_ - . : /``. It may not be
+  digits only (that would read as a number) and cannot start with ``@`` (refs own that
+  prefix). ``/`` namespaces are allowed: ``deployment/current``.
 - An *event ref* is ``@e<seq>`` with seq >= 1 and no leading zeros: ``@e42``.
 """
 
@@ -17,23 +17,41 @@ MAX_ID_LENGTH = 256
 
 _ID_RE = re.compile(r"(?!\d+\Z)[\w.:/-]{1,256}")
 _MARKS = frozenset({"Mn", "Mc", "Me"})  # combining marks: part of the letter before them
+_CHAR_RE = re.compile(r"[\w.:/-]")  # one character an id may hold (besides marks)
+# the grapheme joiner and the Mongolian free variation selectors (variation selectors: ranges)
+_IGNORABLE_MARKS = frozenset({0x034F, 0x180B, 0x180C, 0x180D, 0x180F})
 _REF_RE = re.compile(r"@e([1-9][0-9]{0,17})")
 
 
 def is_id(text: str) -> bool:
     """True when ``text`` is a valid frame/checkpoint/session/context id."""
-    return _ID_RE.fullmatch(text) is not None or _marked_id(text)
+    if _ID_RE.fullmatch(text) is not None:
+        return text.isascii() or unicodedata.is_normalized("NFC", text)
+    return _marked_id(text)
 
 
 def _marked_id(text: str) -> bool:
-    """An id whose letters carry combining marks (Hindi ``भाषा``, Thai, a decomposed ``é``):
-    the word class of ``re`` leaves marks out, so they are allowed here after the first
-    character."""
-    if not 1 < len(text) <= MAX_ID_LENGTH or _ID_RE.fullmatch(text[0]) is None:
+    """An id whose letters carry combining marks (Hindi ``भाषा2``, Thai, ``ṩ``): the word class
+    of ``re`` leaves marks out, so they are allowed here after the first character; the id must
+    be in composed form (NFC), so that two spellings of one text are never two ids, and marks
+    that draw nothing (variation selectors, the grapheme joiner) are not allowed."""
+    if not 1 < len(text) <= MAX_ID_LENGTH or _CHAR_RE.fullmatch(text[0]) is None:
+        return False
+    if not unicodedata.is_normalized("NFC", text):
+        return False
+    if not any(unicodedata.category(c) in _MARKS for c in text):  # then _ID_RE's rules hold
         return False
     return all(
-        _ID_RE.fullmatch(c) is not None or unicodedata.category(c) in _MARKS for c in text[1:]
+        _CHAR_RE.fullmatch(c) is not None
+        or (unicodedata.category(c) in _MARKS and not _invisible(c))
+        for c in text[1:]
     )
+
+
+def _invisible(mark: str) -> bool:
+    """A default-ignorable mark: it draws nothing, so an id holding it looks like one without."""
+    code = ord(mark)
+    return code in _IGNORABLE_MARKS or 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
 
 
 def is_ref(text: str) -> bool:
@@ -54,8 +72,16 @@ def make_ref(seq: int) -> str:
     return f"@e{seq}"
 
 
-def describe_id_rules() -> str:
-    return (
-        "ids are 1-256 characters of letters, digits and _ - . : / (not digits only, "
-        "not starting with @), e.g. deployment/current; event refs look like @e42"
+def describe_id_rules(text: object = None) -> str:
+    """The id rules, for an error; ``text``, the refused id, adds its composed (NFC) spelling
+    when that is what it lacks."""
+    rules = (
+        "ids are 1-256 characters of letters (with their combining marks, in composed form, "
+        "NFC), digits and _ - . : / (not digits only, not starting with @), e.g. "
+        "deployment/current; event refs look like @e42"
     )
+    if isinstance(text, str) and not text.isascii():
+        composed = unicodedata.normalize("NFC", text)
+        if composed != text and is_id(composed):
+            rules += f"; this one is not in composed form: write it as {composed!r}"
+    return rules

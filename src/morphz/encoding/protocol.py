@@ -110,8 +110,9 @@ A request too long even then is a batch: scheduling says how many inbox items it
 out; retire what you processed to see the rest.")
  (increments "A request may continue with (context-delta ...) forms after the encoding, each
 followed by (evaluate): they state what changed since the form before, and the latest state is
-the encoding with every increment applied in order. arrived: a new inbox observation. derived: a
-new frame. updated: a frame restated because it changed (its protection or remaining ticks, or,
+the encoding with every increment applied in order. arrived: an observation new to the inbox (or
+restored to it). derived: a frame new to the mind (or back in it: restored, or returned by a
+rollback). updated: a frame restated because it changed (its protection or remaining ticks, or,
 for a frame an increment brought, a revision or retirement). related: new edges. checkpointed:
 new checkpoints. retired: observations and frames an increment brought that left the view
 (retired, which recall still reads, or undone by a rollback). unrelated: edges removed.

@@ -27,7 +27,7 @@ from morphz.interfaces.cli import (
     local_now,
     open_context,
 )
-from morphz.runtime.config import check_model_spec, load
+from morphz.runtime.config import load, model_name
 from morphz.runtime.report import pick_activations, request_stats, total
 
 
@@ -46,7 +46,8 @@ from morphz.runtime.report import pick_activations, request_stats, total
     type=click.IntRange(min=1),
     default=None,
     metavar="N",
-    help="Token budget for this compile (instead of the context's configured one).",
+    help="Token limit for this compile: replaces the configured limit (the configuration's "
+    "[budget] limit, else the context's own); the other [budget] keys still apply.",
 )
 @click.option(
     "--model",
@@ -70,21 +71,22 @@ def encoding_command(
     cache.
 
     The configuration (./morphz.toml, ~/.morphz/morphz.toml) applies as it does to exec and
-    chat: its [budget] keys over the context's budget (--budget over its limit) and its
-    tokenizer setting."""
+    chat: its profile (the evaluation-profile region), its [budget] keys over the context's
+    budget (--budget over its limit) and its tokenizer setting."""
     settings = load(Path.home(), Path.cwd(), os.environ)
-    if model != "none":
-        check_model_spec(model)  # a typo is refused as exec refuses it
+    # a typo is refused as exec refuses it; named as the runtime names the model it makes
+    name = model if model == "none" else model_name(model)
     keys = settings.budget | ({} if budget is None else {"configured": budget})
     local_time = local_now()
     with open_context(db_path, context_id) as ctx:
         encoding = ctx.encode(  # the budget: the keys over the one stored in its snapshot
             session=session,
             budget_keys=keys,
-            model=model,
+            model=name,
             local_time=local_time,
-            calibration=ctx.calibration(model),
-            counter=exact_counter(model) if settings.exact_tokens else None,
+            profile=settings.profile,
+            calibration=ctx.calibration(name),
+            counter=exact_counter(name) if settings.exact_tokens else None,
         )
     layout = encoding_layout(encoding).to_dict(encoding.text)
     emit(fmt, encoding.to_dict() | {"cache": layout}, lambda: encoding.text.rstrip("\n"))

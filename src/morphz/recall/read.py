@@ -9,7 +9,7 @@ from typing import Any
 
 from morphz.checks import check_whole
 from morphz.errors import InputError, RecordNotFoundError
-from morphz.events import Event
+from morphz.events import TX_COMMITTED, Event
 from morphz.graphemes import boundary
 from morphz.ids import is_ref, ref_seq
 from morphz.store.base import ReadTxn
@@ -61,10 +61,19 @@ def parse_identity(context_id: str, ref: str) -> int:
 
 
 def event_content(event: Event) -> str:
-    """The full text of an event; events without text show their payload as JSON."""
-    if event.text is not None:
+    """The full text of an event; events without text show their payload as JSON. A committed
+    transaction that undid or replaced frame bodies shows them after its text, one comment line
+    each (``; replaced plan/route: BODY``): a search for their words finds this event, so
+    reading it shows what matched."""
+    if event.text is None:
+        return json.dumps(event.payload or {}, ensure_ascii=False, sort_keys=True)
+    if event.kind != TX_COMMITTED or not event.payload:
         return event.text
-    return json.dumps(event.payload or {}, ensure_ascii=False, sort_keys=True)
+    lines = [event.text]
+    for key in ("undone", "replaced"):
+        bodies = event.payload.get(key) or {}
+        lines += [f"; {key} {fid}: {body}" for fid, body in bodies.items()]
+    return "\n".join(lines)
 
 
 def read(r: ReadTxn, ref: str, offset: int = 0, limit: int = DEFAULT_READ_CHARS) -> ReadPage:

@@ -167,7 +167,18 @@ def _one_of(data: dict[str, Any], key: str, choices: tuple[str, ...]) -> str:
 def _model(value: Any) -> str | None:
     if value is not None and (not isinstance(value, str) or not value):
         raise InputError(f'model must be a model spec, e.g. model = "openai:NAME", not {value!r}')
+    if value is not None:
+        _spec_in(value, f"model = {value!r}")
     return value
+
+
+def _spec_in(spec: str, where: str) -> None:
+    """``spec``, found at ``where`` in a configuration file, checked as a model spec (a bare
+    name or a misspelled prefix would never match a model the runtime makes)."""
+    try:
+        check_model_spec(spec)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from exc
 
 
 def _step_limit(value: Any) -> int:
@@ -251,6 +262,7 @@ def _delta_models(models: Any, key: str, default: bool) -> frozenset[str]:
     for spec, section in models.items():
         if not isinstance(section, dict):
             raise InputError(f'[models."{spec}"] must be a table, e.g. delta = true')
+        _spec_in(str(spec), f'[models."{spec}"]')
         unknown = set(section) - {"delta", "delta_messages"}
         if unknown:
             raise InputError(
@@ -288,6 +300,14 @@ def check_model_spec(spec: str) -> tuple[str, str]:
         what = "PATH" if kind == "scripted" else "NAME"
         raise InputError(f"model spec {spec!r} needs a name after the prefix: {kind}:{what}")
     return kind, name
+
+
+def model_name(spec: str) -> str:
+    """The name the runtime gives the model of ``spec`` (what its requests' encodings state,
+    and what its calibration is kept under): the spec itself, a scripted model's by its file's
+    name (ScriptedModel.from_file)."""
+    kind, name = check_model_spec(spec)
+    return f"scripted:{Path(name).name}" if kind == "scripted" else spec
 
 
 def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:

@@ -65,7 +65,9 @@ def _describe(node: SExpr) -> str:
 def _frame_id(ctx: _Ctx, node: SExpr, what: str = "a frame id") -> str:
     text = _atom(ctx, node, what)
     if not is_id(text):
-        raise ctx.error(node.pos, f"'{text}' is not a valid id for {what}: {describe_id_rules()}")
+        raise ctx.error(
+            node.pos, f"'{text}' is not a valid id for {what}: {describe_id_rules(text)}"
+        )
     return text
 
 
@@ -74,7 +76,7 @@ def _target(ctx: _Ctx, node: SExpr) -> str:
     if is_ref(text) or is_id(text):
         return text
     raise ctx.error(
-        node.pos, f"'{text}' is neither a frame id nor an event ref: {describe_id_rules()}"
+        node.pos, f"'{text}' is neither a frame id nor an event ref: {describe_id_rules(text)}"
     )
 
 
