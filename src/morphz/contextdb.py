@@ -21,7 +21,7 @@ from morphz import committing, owners
 from morphz import events as ev
 from morphz import observe as appending
 from morphz.capacity import Budget
-from morphz.checks import check_id, check_whole, check_window, parse_ref
+from morphz.checks import check_id, check_text, check_whole, check_window, parse_ref
 from morphz.errors import InputError, RecordNotFoundError
 from morphz.ids import make_ref
 from morphz.mind import (
@@ -166,7 +166,7 @@ class Context:
     def activation(self, activation_id: str) -> ActivationRow | None:
         """One activation, looked up by its id (None when this context has none of that id)."""
         with self.db.store.read(self.id) as r:
-            return r.activation(activation_id)
+            return r.activation(_activation_id(activation_id))
 
     def encode(self, options: EncodeOptions | None = None, **fields: Any) -> Encoding:
         """Compile the Context Encoding for one model request (see :mod:`morphz.encoding`).
@@ -533,6 +533,7 @@ class Context:
         if state not in ("delivered", "failed", "interrupted"):
             raise InputError("an activation finishes as delivered, failed or interrupted")
         appending.check_reason(reason)
+        _activation_id(activation_id)
         with self.db.store.read(self.id) as r:
             session = self._running(r, activation_id).session_id
 
@@ -649,3 +650,14 @@ class Context:
 
 
 __all__ = ["DEFAULT_CONTEXT", "DEFAULT_SESSION", "Context"]
+
+
+def _activation_id(value: object) -> str:
+    """``value`` when it is an activation id's text; an InputError otherwise (not a driver
+    error from binding it: begin_activation returns (event, id), an easy slip)."""
+    if not isinstance(value, str):
+        raise InputError(
+            f"an activation id is text such as act-1f2e..., not {type(value).__name__}: "
+            "begin_activation returns (event, activation_id)"
+        )
+    return check_text(value, "activation id")

@@ -72,7 +72,8 @@ def event_content(event: Event) -> str:
     lines = [event.text]
     for key in ("undone", "replaced"):
         bodies = event.payload.get(key) or {}
-        lines += [f"; {key} {fid}: {body}" for fid, body in bodies.items()]
+        # a body's own line breaks (inside its strings) continue the comment
+        lines += [f"; {key} {fid}: " + body.replace("\n", "\n;   ") for fid, body in bodies.items()]
     return "\n".join(lines)
 
 

@@ -44,9 +44,20 @@ def _ref(refs: list[str], index: int) -> str:
     return refs[index]
 
 
+def _check_call(index: int, call: Any) -> None:
+    """A script's tool call, checked when the script is read (before anything is written)."""
+    shape = '{"name": "context_tx", "arguments": {"tx": "..."}}'
+    if not isinstance(call, dict):
+        raise InputError(f"script step {index}: a tool call is an object {shape}, not {call!r}")
+    if not isinstance(call.get("name"), str) or not call["name"]:
+        raise InputError(f"script step {index}: a tool call needs a name (text): {shape}")
+    if not isinstance(call.get("arguments", {}), dict | str):
+        raise InputError(
+            f"script step {index}: a tool call's arguments are an object or a JSON text: {shape}"
+        )
+
+
 def _call(index: int, number: int, raw: dict[str, Any], encoding: str) -> ToolCall:
-    if "name" not in raw:
-        raise InputError(f"script step {index}: a tool call needs a name")
     args = raw.get("arguments", {})
     text = args if isinstance(args, str) else json.dumps(args)
     return ToolCall(f"call_{index}_{number}", str(raw["name"]), _fill(text, encoding))
@@ -63,6 +74,8 @@ class ScriptedModel:
                 raise InputError(f"script step {index}: the reply must be text")
             if not isinstance(step.get("tool_calls", []), list):
                 raise InputError(f"script step {index}: tool_calls must be a list")
+            for call in step.get("tool_calls", []):
+                _check_call(index, call)
         self.steps = steps
         self.position = 0
         self._name = name
