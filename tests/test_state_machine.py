@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import event as note_event
 from hypothesis import strategies as st
@@ -26,6 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 import morphz
 from histories import Clock
+from morphz.errors import InputError
 
 if TYPE_CHECKING:
     from morphz.results import FrameView, ObservationView
@@ -413,8 +415,15 @@ class ContextMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def start_activation(self, data: st.DataObject) -> None:
-        refs = [o.ref for o in self.ctx.mind(all_observations=True).observations]
-        root = data.draw(st.sampled_from([None, *refs]), label="root")
+        observations = self.ctx.mind(all_observations=True).observations
+        retired = {o.ref for o in observations if o.lifecycle != "active"}
+        root = data.draw(st.sampled_from([None, *(o.ref for o in observations)]), label="root")
+        if root in retired:  # the model could not see the request it would run on
+            before = self.ctx.status()
+            with pytest.raises(InputError, match="is retired: restore it first"):
+                self.ctx.start_activation("other", root)
+            assert self.ctx.status() == before  # refused: nothing recorded
+            return
         self.activations.append(self.ctx.start_activation("other", root))
 
     @precondition(lambda self: bool(self.activations))
