@@ -46,7 +46,6 @@ from morphz.encoding.prefix import PrefixMeter, request_text
 from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens, exact_counter
 from morphz.errors import InputError, MorphzError
 from morphz.ids import ref_seq
-from morphz.mind.lifecycle import CLOCK_KINDS
 from morphz.observe import Observation
 from morphz.runtime import batches
 from morphz.runtime.costs import output_tokens
@@ -60,6 +59,7 @@ from morphz.runtime.models.base import (
 )
 from morphz.runtime.models.retry import BACKOFF, refused_share
 from morphz.runtime.models.sdk import PREAMBLE
+from morphz.runtime.outcomes import Ran, result_batch
 from morphz.runtime.replies import cut_kind, stop_note, stopped_call
 from morphz.runtime.requests import FRAMING, MESSAGE_TOKENS, Answered, RequestSequence
 from morphz.runtime.tools.base import (
@@ -70,7 +70,6 @@ from morphz.runtime.tools.base import (
     ToolOutcome,
     ToolRegistry,
     parse_arguments,
-    result_kind,
     run_guarded,
     valid_text,
 )
@@ -220,17 +219,14 @@ class Engine:
         try:
             await run.loop()
         except ApprovalEnded as exc:  # the person's input ended at an approval prompt
-            await run.tc.settle()
-            await asyncio.shield(run.finish("interrupted", exc.message))
+            await run.interrupted(exc.message)
             raise
         except Exception as exc:  # a bug or an unexpected error of the model: say which
             said = f"an unexpected error stopped the activation: {type(exc).__name__}: {exc}"
-            await run.tc.settle()
-            await asyncio.shield(run.finish("interrupted", said[:2000]))
+            await run.interrupted(said[:2000])
             raise
         except BaseException:
-            await run.tc.settle()  # a commit or a result still being written lands first
-            await asyncio.shield(run.finish("interrupted", "the process stopped mid-activation"))
+            await run.interrupted("the process stopped mid-activation")
             raise
         return run.result
 
@@ -254,6 +250,7 @@ class _Run:
         self.active_observations = 0  # in the context, when the last batch was chosen
         self.produced: set[int] = set()  # the observations this activation's steps produced
         self.previous: set[int] = set()  # ... the previous step
+        self.ran: list[Ran] = []  # the calls of the current reply that ended, not yet recorded
         config = engine.config
         self.requests = RequestSequence(
             engine.answered, session, delta=config.delta, messages=config.delta_messages
@@ -506,9 +503,11 @@ class _Run:
             await self.finish("delivered", note)
             return True
         *whole, last = response.tool_calls  # a cut or stopped response's last call: partial?
-        outcomes = [await self._run_tool(call) for call in whole]
-        outcomes.append((None, stopped_call(last, note)) if note else await self._run_tool(last))
-        await self._record_outcomes(response.tool_calls, outcomes)
+        for call in whole:  # each outcome kept as its call ends: an interruption records it
+            self.ran.append((call, *await self._run_tool(call)))
+        outcome = (None, stopped_call(last, note)) if note else await self._run_tool(last)
+        self.ran.append((last, *outcome))
+        await self.record_ran()
         self.previous = {ref_seq(ref) for ref in self.result.events[start + 1 :]}
         self.produced |= self.previous
         return False
@@ -568,28 +567,32 @@ class _Run:
         self.result.events.extend([asked.ref, result[0].ref])
         return decision
 
-    async def _record_outcomes(
-        self, calls: tuple[ToolCall, ...], outcomes: list[tuple[Tool | None, ToolOutcome]]
-    ) -> None:
-        batch: list[Observation] = []
-        for call, (tool, outcome) in zip(calls, outcomes, strict=True):
-            if outcome.delivered is not None:
-                self.result.events.append(outcome.delivered)
-                continue
-            kind = result_kind(tool)
-            meta: dict[str, Any] = {"tool": valid_text(call.name), "call": valid_text(call.id)}
-            meta["error"] = outcome.error
-            batch.append(Observation(kind, valid_text(outcome.text), meta=meta))
-        if batch:  # calls that never ran are no real tool results: they do not tick
-            recorded = [(t, o) for t, o in outcomes if o.delivered is None]  # batch's order
-            ticking = [
-                i for i, (t, o) in enumerate(recorded) if o.ran and result_kind(t) in CLOCK_KINDS
-            ]
+    async def record_ran(self) -> None:
+        """Record the outcomes of the calls that ended (:attr:`ran`) as one batch of results:
+        the reply's, or when the activation is interrupted, those of the calls that ran before
+        (a batch that ticks at most once, and only for a real external tool result)."""
+        ran, self.ran = self.ran, []  # taken first: never recorded twice
+        batch = result_batch(ran)
+        self.result.events.extend(batch.delivered)
+        if batch.observations:
             observe = partial(self.e.ctx.observe_batch, session=self.session)
+            tick = batch.ticked is not None
             events = await self.tc.in_thread(
-                observe, batch, tick=bool(ticking), ticked=ticking[0] if ticking else None
+                observe, list(batch.observations), tick=tick, ticked=batch.ticked
             )
             self.result.events.extend(e.ref for e in events)
+
+    async def interrupted(self, reason: str) -> None:
+        """End the activation as interrupted: the work still being written lands first, then
+        the results of the calls that ran (never lost with the interruption), then the end."""
+        await self.tc.settle()
+        await asyncio.shield(self._interrupted(reason))
+
+    async def _interrupted(self, reason: str) -> None:
+        try:
+            await self.record_ran()
+        finally:
+            await self.finish("interrupted", reason)
 
     async def finish(self, state: str, reason: str | None) -> None:
         """Record the activation's end, then take it as ended: if the record fails, the state
