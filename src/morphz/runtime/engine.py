@@ -8,16 +8,16 @@ observation), until a reply is delivered or the step limit is reached.
 
 At critical pressure, or after the provider refuses an input as too long, the activation is in
 maintenance: only ``context_tx`` and ``recall`` are offered, and pressure is measured again after
-each step; work resumes when the request with the external tools would be at normal pressure.
-The mode is decided before the encoding a request carries is final, so its kernel states the
-mode of the request, and its pressure figure counts the work tool set (in maintenance: the
-pressure that resuming work would meet). When the whole request exceeds the hard limit, the model
-is shown a batch of the inbox, measured on exactly what it sends: the root request, what the
-activation's steps produced (only the previous step's when all of it does not fit), protected
-observations, then the oldest that fit. When even that cannot fit, the activation fails with a
-recorded reason. The figure counts what the adapters send beside the encoding (their system
-preamble and message framing), and a request asks for no more output than its budget leaves in
-the model's window above the hard limit.
+each step; work resumes when the request with the external tools would be at normal pressure. The
+mode is decided before the encoding a request carries is final, so its kernel states the mode of
+the request, and its pressure figure counts the work tool set (in maintenance: the pressure that
+resuming work would meet). When what the whole request sends exceeds the hard limit, the model is
+shown a batch of the inbox (so a batch always leaves something out), measured on exactly what it
+sends: the root request, what the activation's steps produced (only the previous step's when all of
+it does not fit), protected observations, then the oldest that fit. When even that cannot fit, the
+activation fails with a recorded reason. The figure counts what the adapters send beside the
+encoding (their system preamble and message framing), and a request asks for no more output than
+its budget leaves in the model's window above the hard limit.
 
 With ``RuntimeConfig.delta`` (ContextDelta) each request of an activation is the previous one plus
 an increment (:mod:`morphz.runtime.requests`); every request carries its cache layout
@@ -148,8 +148,8 @@ class Engine:
         """How this engine compiles for ``session``: its model, clock, authority (the tools of
         ``maintenance`` or work), budget and token figures, counting what the adapters send
         beside the encoding (the system preamble, the framing of both messages) and the schemas
-        of the tools a request offers (the maintenance set for a ``batch``, else the work set);
-        ``fields`` add the activation's own."""
+        of the tools a request offers (the maintenance set for a ``batch`` or a maintenance
+        request measured as sent, else the work set); ``fields`` add the activation's own."""
         tools = self.tools.offered(maintenance=batch)
         return EncodeOptions(
             session=session,
@@ -326,19 +326,25 @@ class _Run:
         schemas = [t.schema.text for t in self.e.tools.offered(self.maintenance)]
         return self.ceiling is not None and self.e.sent_tokens(text, schemas) > self.ceiling
 
-    def _fits(self, encoding: Encoding) -> bool:
-        """Whether ``encoding`` may be sent whole: its figure within the hard limit and, after a
-        refusal, what it sends (with the tools this mode offers, as the refused request was
-        counted) below the ceiling. In maintenance the figure counts the work tools too."""
+    async def _fits(self, encoding: Encoding) -> bool:
+        """Whether ``encoding`` may be sent whole: what it sends within the hard limit and, after
+        a refusal, below the ceiling (with the tools this mode offers, as the refused request was
+        counted). In maintenance its figure counts the work tools, which are not sent: above the
+        hard limit it is measured again as sent, as a batch is, so a batch is only sent when the
+        whole request does not fit (and then leaves something out)."""
         if encoding.tokens > encoding.pressure.budget.hard:
-            return False
+            if not self.maintenance:
+                return False
+            sent = await self._encode(True, as_sent=True)
+            if sent.tokens > sent.pressure.budget.hard:
+                return False
         if self.ceiling is None or encoding.tokens <= self.ceiling:
             return True
         return not self._over_ceiling(encoding.text)
 
     async def _request(self) -> ModelRequest | None:
         encoding = await self._decide()
-        if not self._fits(encoding):
+        if not await self._fits(encoding):
             batch = await self._batch(encoding)
             if batch is None:
                 await self.finish("failed", self._pending_failure)
@@ -370,14 +376,17 @@ class _Run:
         self.maintenance = False  # room again: external tools come back
         return work
 
-    async def _encode(self, maintenance: bool, only: frozenset[int] | None = None) -> Encoding:
+    async def _encode(
+        self, maintenance: bool, only: frozenset[int] | None = None, *, as_sent: bool = False
+    ) -> Encoding:
         """Compile in ``maintenance`` or work mode. The pressure figure counts the schemas of the
         work tool set even in maintenance: it is then the pressure of the request that resuming
         work would send (at least the request sent), the figure that decides resuming. A batch
-        (``only``) is measured on exactly what it sends, since it must fit the hard limit."""
+        (``only``), and with ``as_sent`` the whole, is measured on exactly what it sends, since
+        it must fit the hard limit."""
         options = self.e.options(
             self.session,
-            batch=only is not None,
+            batch=only is not None or as_sent,
             maintenance=maintenance,
             activation=self.activation,
             objectives=(self.objective,),
