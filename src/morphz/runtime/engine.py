@@ -270,7 +270,7 @@ class _Run:
 
     async def loop(self) -> None:
         config = self.e.config
-        refusals = 0  # too-long refusals since the last answered request
+        refused: list[dict[str, object]] = []  # requests refused as too long since the last answer
         for step in range(config.step_limit):
             self.result.steps = step + 1
             request = await self._request()
@@ -278,15 +278,17 @@ class _Run:
                 return
             # measured as it is sent: with concurrent activations on one engine, replies come
             # back in another order than their requests went out
-            sent: dict[str, int | str | None] = {**self.e.measure(request)}
+            sent: dict[str, object] = {**self.e.measure(request)}
             if config.delta:
                 sent["delta"] = self.requests.kind
-            if refusals:  # recorded with the reply that follows them: they left no event
-                sent |= {"refused": refusals, "ceiling": self.ceiling, "said": self._refusal}
+            measured = dict(sent)  # what the report counts of this request if it is refused
+            if refused:  # recorded with the reply that follows them: they left no event
+                sent |= {"refused": len(refused), "refused_sent": refused}
+                sent |= {"ceiling": self.ceiling, "said": self._refusal}
             try:
                 response = await self.e.model.request(request)
             except ContextTooLongError as exc:
-                refusals += 1
+                refused = [*refused, measured]
                 piled = self.requests.kind == "increment"
                 self._refused(request, valid_text(exc.message[:1000]), piled)
                 if piled:  # first a fresh seed, still working: the increments piled up
@@ -299,7 +301,7 @@ class _Run:
                 await self.finish("failed", f"model provider error ({exc.code}): {said}")
                 return
             self.requests.answered(request)
-            refusals = 0
+            refused = []
             await self._calibrate(request, response)
             if await self._handle(response, sent):
                 return
@@ -445,9 +447,9 @@ class _Run:
             floor = select_batch([], minimum.tokens, hard, set())  # the minimum, as compiled
             if floor.fits:
                 return must, minimum
-            reason = batches.floor_reason(floor, minimum, self.e.config.budget_keys)
-        refused = f" (the provider refused larger: {self._refusal})" if self.ceiling else ""
-        self._pending_failure = reason + refused
+            refusal = None if self.ceiling is None else self._refusal
+            reason = batches.floor_reason(floor, minimum, self.e.config.budget_keys, refusal)
+        self._pending_failure = reason
         return None
 
     async def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:
@@ -466,7 +468,7 @@ class _Run:
 
     # -- one response
 
-    async def _handle(self, response: ModelResponse, sent: dict[str, int | str | None]) -> bool:
+    async def _handle(self, response: ModelResponse, sent: dict[str, object]) -> bool:
         """Record the response (with what its request ``sent``) and act on it; True when the
         activation is over."""
         calls = [  # what a provider sends may hold lone surrogates ("\ud800" in its JSON)
