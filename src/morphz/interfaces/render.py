@@ -512,16 +512,18 @@ def request_stats(stats: Sequence[RequestStats], overall: RequestStats) -> str:
             "-" if rate is None else f"{rate:.1%}",
             "-" if s.input_tokens is None else f"{s.input_tokens:,}",
             "-" if s.cached_tokens is None else f"{s.cached_tokens:,}",
+            str(s.refused),
         )
 
     headers = (
         "activation", "session", "state", "requests", "bytes measured", "prefix reuse",
-        "input tokens", "cached tokens",
+        "input tokens", "cached tokens", "refused",
     )  # fmt: skip
     rows = [row(s) for s in stats] + ([row(overall)] if len(stats) > 1 else [])
     note = (
         "\nprefix reuse: bytes of each request that began the previous one, first request of"
-        " each engine excluded; tokens: as the provider reported them"
+        " each engine excluded; tokens: as the provider reported them; refused: of the"
+        " requests, those the provider refused as too long"
     )
     deltas = [_delta_line(s) for s in stats if s.increments or s.seeds]
     if deltas:

@@ -51,39 +51,69 @@ async def fit(
 LIMIT_KEYS = frozenset({"configured", "window", "output_reserve"})  # Budget fields
 
 
-def floor_reason(floor: Batch, minimum: Encoding, keys: Mapping[str, int]) -> str:
+def floor_reason(
+    floor: Batch, minimum: Encoding, keys: Mapping[str, int], refusal: str | None = None
+) -> str:
     """What to say when even the minimum maintenance request (``floor``, compiled as
-    ``minimum``) does not fit: what takes the room, and only the remedies that can help. The
-    budget is raised where it is set: the configuration's [budget] table when it gives the
-    limit (it applies over the context's own budget), else the context's budget."""
+    ``minimum``) does not fit: what takes the room, and only the remedies that can help.
+    ``refusal``: what the provider said when it refused a request as too long. When its ceiling,
+    not the budget, is the limit the minimum is over, the model's window is too small for it and
+    no budget can help; otherwise the budget is raised where it is set: the configuration's
+    [budget] table when it gives the limit (it applies over the context's own budget), else the
+    context's budget."""
+    inbox = next((r.tokens for r in minimum.regions if r.name == "inbox"), 0)
+    fixed = minimum.tokens - inbox
+    said = f"even the minimum maintenance request needs {floor.tokens} tokens of {floor.limit}"
+    refused = "" if refusal is None else f" (the provider refused larger: {refusal})"
+    if refusal is not None and floor.limit < minimum.pressure.budget.hard:
+        return _window_reason(said, fixed, floor.limit, minimum) + refused
     where = (
         "in the [budget] table of morphz.toml, which applies over the context's own budget"
         if LIMIT_KEYS & set(keys)
         else "`morphz context budget --limit N` or `--window N`"
     )
-    inbox = next((r.tokens for r in minimum.regions if r.name == "inbox"), 0)
-    fixed = minimum.tokens - inbox
-    said = f"even the minimum maintenance request needs {floor.tokens} tokens of {floor.limit}"
     if fixed > floor.limit:
         return (
             f"{said}: the protocol, the frames in view, the kernel and the tool schemas alone "
             f"take about {fixed}, so not even the current request fits: raise the budget "
-            f"({where}){mind_share(minimum)}"
+            f"({where}){mind_share(minimum)}{refused}"
         )
     return (
         f"{said}: the current request, its dependencies and protected content do not fit: "
         f"raise the budget ({where}), or unprotect observations (`unprotect`) or retire some "
-        f"from another session first{mind_share(minimum)}"
+        f"from another session first{mind_share(minimum)}{refused}"
     )
 
 
-def mind_share(minimum: Encoding) -> str:
+# what helps when the provider's window, not the budget, is what a request does not fit
+LARGER_WINDOW = "use a model with a larger context window"
+
+
+def _window_reason(said: str, fixed: int, limit: int, minimum: Encoding) -> str:
+    """What :func:`floor_reason` says when the provider's too-long ceiling (``limit``, below the
+    budget's hard limit) is what the minimum is over: a larger budget cannot help."""
+    window = f"the model's context window (its provider's refusals put it at about {limit})"
+    if fixed > limit:
+        return (
+            f"{said}: the protocol, the frames in view, the kernel and the tool schemas alone "
+            f"take about {fixed}, more than {window} leaves, so not even the current request "
+            f"fits: {LARGER_WINDOW}, or retire, supersede or revise frames shorter "
+            "(`morphz context tx`)"
+        )
+    return (
+        f"{said}: the current request, its dependencies and protected content do not fit "
+        f"{window}: {LARGER_WINDOW}, or unprotect observations (`unprotect`) or retire some "
+        f"from another session first{mind_share(minimum, LARGER_WINDOW)}"
+    )
+
+
+def mind_share(minimum: Encoding, larger: str = "raise the budget") -> str:
     """What to say when the frames in view take most of a minimum that does not fit: then only
-    shorter frames (or a larger budget) can help."""
+    shorter frames (or ``larger`` room) can help."""
     mind = next((r.tokens for r in minimum.regions if r.name == "mind"), 0)
     if mind * 2 < minimum.tokens:
         return ""
     return (
         f". The frames in view (the mind) take about {mind} of those tokens: retire, supersede "
-        "or revise frames shorter (`morphz context tx`), or raise the budget"
+        f"or revise frames shorter (`morphz context tx`), or {larger}"
     )

@@ -8,16 +8,16 @@ observation), until a reply is delivered or the step limit is reached.
 
 At critical pressure, or after the provider refuses an input as too long, the activation is in
 maintenance: only ``context_tx`` and ``recall`` are offered, and pressure is measured again after
-each step; work resumes when the request with the external tools would be at normal pressure.
-The mode is decided before the encoding a request carries is final, so its kernel states the
-mode of the request, and its pressure figure counts the work tool set (in maintenance: the
-pressure that resuming work would meet). When the whole request exceeds the hard limit, the model
-is shown a batch of the inbox, measured on exactly what it sends: the root request, what the
-activation's steps produced (only the previous step's when all of it does not fit), protected
-observations, then the oldest that fit. When even that cannot fit, the activation fails with a
-recorded reason. The figure counts what the adapters send beside the encoding (their system
-preamble and message framing), and a request asks for no more output than its budget leaves in
-the model's window above the hard limit.
+each step; work resumes when the request with the external tools would be at normal pressure. The
+mode is decided before the encoding a request carries is final, so its kernel states the mode of
+the request, and its pressure figure counts the work tool set (in maintenance: the pressure that
+resuming work would meet). When what the whole request sends exceeds the hard limit, the model is
+shown a batch of the inbox (so a batch always leaves something out), measured on exactly what it
+sends: the root request, what the activation's steps produced (only the previous step's when all of
+it does not fit), protected observations, then the oldest that fit. When even that cannot fit, the
+activation fails with a recorded reason. The figure counts what the adapters send beside the
+encoding (their system preamble and message framing), and a request asks for no more output than
+its budget leaves in the model's window above the hard limit.
 
 With ``RuntimeConfig.delta`` (ContextDelta) each request of an activation is the previous one plus
 an increment (:mod:`morphz.runtime.requests`); every request carries its cache layout
@@ -46,7 +46,6 @@ from morphz.encoding.prefix import PrefixMeter, request_text
 from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens, exact_counter
 from morphz.errors import InputError, MorphzError
 from morphz.ids import ref_seq
-from morphz.mind.lifecycle import CLOCK_KINDS
 from morphz.observe import Observation
 from morphz.runtime import batches
 from morphz.runtime.costs import output_tokens
@@ -60,6 +59,7 @@ from morphz.runtime.models.base import (
 )
 from morphz.runtime.models.retry import BACKOFF, refused_share
 from morphz.runtime.models.sdk import PREAMBLE
+from morphz.runtime.outcomes import Ran, result_batch
 from morphz.runtime.replies import cut_kind, stop_note, stopped_call
 from morphz.runtime.requests import FRAMING, MESSAGE_TOKENS, Answered, RequestSequence
 from morphz.runtime.tools.base import (
@@ -70,7 +70,6 @@ from morphz.runtime.tools.base import (
     ToolOutcome,
     ToolRegistry,
     parse_arguments,
-    result_kind,
     run_guarded,
     valid_text,
 )
@@ -149,8 +148,8 @@ class Engine:
         """How this engine compiles for ``session``: its model, clock, authority (the tools of
         ``maintenance`` or work), budget and token figures, counting what the adapters send
         beside the encoding (the system preamble, the framing of both messages) and the schemas
-        of the tools a request offers (the maintenance set for a ``batch``, else the work set);
-        ``fields`` add the activation's own."""
+        of the tools a request offers (the maintenance set for a ``batch`` or a maintenance
+        request measured as sent, else the work set); ``fields`` add the activation's own."""
         tools = self.tools.offered(maintenance=batch)
         return EncodeOptions(
             session=session,
@@ -220,17 +219,14 @@ class Engine:
         try:
             await run.loop()
         except ApprovalEnded as exc:  # the person's input ended at an approval prompt
-            await run.tc.settle()
-            await asyncio.shield(run.finish("interrupted", exc.message))
+            await run.interrupted(exc.message)
             raise
         except Exception as exc:  # a bug or an unexpected error of the model: say which
             said = f"an unexpected error stopped the activation: {type(exc).__name__}: {exc}"
-            await run.tc.settle()
-            await asyncio.shield(run.finish("interrupted", said[:2000]))
+            await run.interrupted(said[:2000])
             raise
         except BaseException:
-            await run.tc.settle()  # a commit or a result still being written lands first
-            await asyncio.shield(run.finish("interrupted", "the process stopped mid-activation"))
+            await run.interrupted("the process stopped mid-activation")
             raise
         return run.result
 
@@ -254,6 +250,7 @@ class _Run:
         self.active_observations = 0  # in the context, when the last batch was chosen
         self.produced: set[int] = set()  # the observations this activation's steps produced
         self.previous: set[int] = set()  # ... the previous step
+        self.ran: list[Ran] = []  # the calls of the current reply that ended, not yet recorded
         config = engine.config
         self.requests = RequestSequence(
             engine.answered, session, delta=config.delta, messages=config.delta_messages
@@ -273,7 +270,7 @@ class _Run:
 
     async def loop(self) -> None:
         config = self.e.config
-        refusals = 0  # too-long refusals since the last answered request
+        refused: list[dict[str, object]] = []  # requests refused as too long since the last answer
         for step in range(config.step_limit):
             self.result.steps = step + 1
             request = await self._request()
@@ -281,15 +278,17 @@ class _Run:
                 return
             # measured as it is sent: with concurrent activations on one engine, replies come
             # back in another order than their requests went out
-            sent: dict[str, int | str | None] = {**self.e.measure(request)}
+            sent: dict[str, object] = {**self.e.measure(request)}
             if config.delta:
                 sent["delta"] = self.requests.kind
-            if refusals:  # recorded with the reply that follows them: they left no event
-                sent |= {"refused": refusals, "ceiling": self.ceiling, "said": self._refusal}
+            measured = dict(sent)  # what the report counts of this request if it is refused
+            if refused:  # recorded with the reply that follows them: they left no event
+                sent |= {"refused": len(refused), "refused_sent": refused}
+                sent |= {"ceiling": self.ceiling, "said": self._refusal}
             try:
                 response = await self.e.model.request(request)
             except ContextTooLongError as exc:
-                refusals += 1
+                refused = [*refused, measured]
                 piled = self.requests.kind == "increment"
                 self._refused(request, valid_text(exc.message[:1000]), piled)
                 if piled:  # first a fresh seed, still working: the increments piled up
@@ -302,7 +301,7 @@ class _Run:
                 await self.finish("failed", f"model provider error ({exc.code}): {said}")
                 return
             self.requests.answered(request)
-            refusals = 0
+            refused = []
             await self._calibrate(request, response)
             if await self._handle(response, sent):
                 return
@@ -329,19 +328,25 @@ class _Run:
         schemas = [t.schema.text for t in self.e.tools.offered(self.maintenance)]
         return self.ceiling is not None and self.e.sent_tokens(text, schemas) > self.ceiling
 
-    def _fits(self, encoding: Encoding) -> bool:
-        """Whether ``encoding`` may be sent whole: its figure within the hard limit and, after a
-        refusal, what it sends (with the tools this mode offers, as the refused request was
-        counted) below the ceiling. In maintenance the figure counts the work tools too."""
+    async def _fits(self, encoding: Encoding) -> bool:
+        """Whether ``encoding`` may be sent whole: what it sends within the hard limit and, after
+        a refusal, below the ceiling (with the tools this mode offers, as the refused request was
+        counted). In maintenance its figure counts the work tools, which are not sent: above the
+        hard limit it is measured again as sent, as a batch is, so a batch is only sent when the
+        whole request does not fit (and then leaves something out)."""
         if encoding.tokens > encoding.pressure.budget.hard:
-            return False
+            if not self.maintenance:
+                return False
+            sent = await self._encode(True, as_sent=True)
+            if sent.tokens > sent.pressure.budget.hard:
+                return False
         if self.ceiling is None or encoding.tokens <= self.ceiling:
             return True
         return not self._over_ceiling(encoding.text)
 
     async def _request(self) -> ModelRequest | None:
         encoding = await self._decide()
-        if not self._fits(encoding):
+        if not await self._fits(encoding):
             batch = await self._batch(encoding)
             if batch is None:
                 await self.finish("failed", self._pending_failure)
@@ -373,14 +378,17 @@ class _Run:
         self.maintenance = False  # room again: external tools come back
         return work
 
-    async def _encode(self, maintenance: bool, only: frozenset[int] | None = None) -> Encoding:
+    async def _encode(
+        self, maintenance: bool, only: frozenset[int] | None = None, *, as_sent: bool = False
+    ) -> Encoding:
         """Compile in ``maintenance`` or work mode. The pressure figure counts the schemas of the
         work tool set even in maintenance: it is then the pressure of the request that resuming
         work would send (at least the request sent), the figure that decides resuming. A batch
-        (``only``) is measured on exactly what it sends, since it must fit the hard limit."""
+        (``only``), and with ``as_sent`` the whole, is measured on exactly what it sends, since
+        it must fit the hard limit."""
         options = self.e.options(
             self.session,
-            batch=only is not None,
+            batch=only is not None or as_sent,
             maintenance=maintenance,
             activation=self.activation,
             objectives=(self.objective,),
@@ -439,9 +447,9 @@ class _Run:
             floor = select_batch([], minimum.tokens, hard, set())  # the minimum, as compiled
             if floor.fits:
                 return must, minimum
-            reason = batches.floor_reason(floor, minimum, self.e.config.budget_keys)
-        refused = f" (the provider refused larger: {self._refusal})" if self.ceiling else ""
-        self._pending_failure = reason + refused
+            refusal = None if self.ceiling is None else self._refusal
+            reason = batches.floor_reason(floor, minimum, self.e.config.budget_keys, refusal)
+        self._pending_failure = reason
         return None
 
     async def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:
@@ -460,7 +468,7 @@ class _Run:
 
     # -- one response
 
-    async def _handle(self, response: ModelResponse, sent: dict[str, int | str | None]) -> bool:
+    async def _handle(self, response: ModelResponse, sent: dict[str, object]) -> bool:
         """Record the response (with what its request ``sent``) and act on it; True when the
         activation is over."""
         calls = [  # what a provider sends may hold lone surrogates ("\ud800" in its JSON)
@@ -506,9 +514,11 @@ class _Run:
             await self.finish("delivered", note)
             return True
         *whole, last = response.tool_calls  # a cut or stopped response's last call: partial?
-        outcomes = [await self._run_tool(call) for call in whole]
-        outcomes.append((None, stopped_call(last, note)) if note else await self._run_tool(last))
-        await self._record_outcomes(response.tool_calls, outcomes)
+        for call in whole:  # each outcome kept as its call ends: an interruption records it
+            self.ran.append((call, *await self._run_tool(call)))
+        outcome = (None, stopped_call(last, note)) if note else await self._run_tool(last)
+        self.ran.append((last, *outcome))
+        await self.record_ran()
         self.previous = {ref_seq(ref) for ref in self.result.events[start + 1 :]}
         self.produced |= self.previous
         return False
@@ -568,28 +578,32 @@ class _Run:
         self.result.events.extend([asked.ref, result[0].ref])
         return decision
 
-    async def _record_outcomes(
-        self, calls: tuple[ToolCall, ...], outcomes: list[tuple[Tool | None, ToolOutcome]]
-    ) -> None:
-        batch: list[Observation] = []
-        for call, (tool, outcome) in zip(calls, outcomes, strict=True):
-            if outcome.delivered is not None:
-                self.result.events.append(outcome.delivered)
-                continue
-            kind = result_kind(tool)
-            meta: dict[str, Any] = {"tool": valid_text(call.name), "call": valid_text(call.id)}
-            meta["error"] = outcome.error
-            batch.append(Observation(kind, valid_text(outcome.text), meta=meta))
-        if batch:  # calls that never ran are no real tool results: they do not tick
-            recorded = [(t, o) for t, o in outcomes if o.delivered is None]  # batch's order
-            ticking = [
-                i for i, (t, o) in enumerate(recorded) if o.ran and result_kind(t) in CLOCK_KINDS
-            ]
+    async def record_ran(self) -> None:
+        """Record the outcomes of the calls that ended (:attr:`ran`) as one batch of results:
+        the reply's, or when the activation is interrupted, those of the calls that ran before
+        (a batch that ticks at most once, and only for a real external tool result)."""
+        ran, self.ran = self.ran, []  # taken first: never recorded twice
+        batch = result_batch(ran)
+        self.result.events.extend(batch.delivered)
+        if batch.observations:
             observe = partial(self.e.ctx.observe_batch, session=self.session)
+            tick = batch.ticked is not None
             events = await self.tc.in_thread(
-                observe, batch, tick=bool(ticking), ticked=ticking[0] if ticking else None
+                observe, list(batch.observations), tick=tick, ticked=batch.ticked
             )
             self.result.events.extend(e.ref for e in events)
+
+    async def interrupted(self, reason: str) -> None:
+        """End the activation as interrupted: the work still being written lands first, then
+        the results of the calls that ran (never lost with the interruption), then the end."""
+        await self.tc.settle()
+        await asyncio.shield(self._interrupted(reason))
+
+    async def _interrupted(self, reason: str) -> None:
+        try:
+            await self.record_ran()
+        finally:
+            await self.finish("interrupted", reason)
 
     async def finish(self, state: str, reason: str | None) -> None:
         """Record the activation's end, then take it as ended: if the record fails, the state

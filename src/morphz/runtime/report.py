@@ -1,11 +1,13 @@
 """What a context's activations sent to their models, read back from the events: the requests,
 their bytes as a provider's cache sees them, the share of those bytes that began the previous
-request the same engine sent (the prefix-reuse meter, :class:`~morphz.encoding.PrefixMeter`,
-which the engine records in each ``model_reply`` event), and the input and cached tokens the
-provider reported. With ContextDelta, each request is also counted as an increment or as a seed,
-with the reason it was one (:attr:`~morphz.encoding.DeltaEncoder.last`, or the engine's own:
-``tool-set``, ``maintenance-batch``, ``too-long``). Reading an activation reads only the events
-between its start and its end.
+request the same engine sent (the prefix-reuse meter, :class:`~morphz.encoding.PrefixMeter`, which
+the engine records in each ``model_reply`` event), and the input and cached tokens the provider
+reported. A request the provider refused as too long counts as sent (its figures are recorded with
+the reply that follows it) and is also counted apart as refused. With ContextDelta, each request is
+also counted as an increment or as a seed, with the reason it was one
+(:attr:`~morphz.encoding.DeltaEncoder.last`, or the engine's own: ``tool-set``,
+``maintenance-batch``, ``too-long``). Reading an activation reads only the events between its start
+and its end.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ class RequestStats:
     activation: str
     session: str
     state: str
-    requests: int = 0  # model replies recorded
+    requests: int = 0  # requests sent: model replies recorded, and the refused requests
+    refused: int = 0  # of those, refused by the provider as too long
     measured: int = 0  # requests that followed an earlier request of the same engine
     bytes: int = 0  # of the measured requests
     reused: int = 0  # of those bytes, how many began the previous request
@@ -44,19 +47,39 @@ class RequestStats:
         return self.reused / self.bytes if self.bytes else None
 
     def add_reply(self, payload: dict[str, Any]) -> None:
-        self.requests += 1
+        """Count a ``model_reply`` event's request, and the refused requests before it."""
         sent = payload.get("request")
         if not isinstance(sent, dict):
+            self.requests += 1
             self.unrecorded += 1
         else:
-            if sent.get("prefix") is not None:
-                self.measured += 1
-                self.bytes += int(sent["bytes"])
-                self.reused += int(sent["prefix"])
-            self.add_delta(sent.get("delta"))
+            self.add_refused(sent)
+            self.add_sent(sent)
         usage = payload.get("usage")
         if isinstance(usage, dict):
             self.add_usage(int(usage.get("input", 0)), int(usage.get("cached", 0)))
+
+    def add_sent(self, sent: dict[str, Any]) -> None:
+        """Count one request, with what the engine recorded of it: its meter figures (``bytes``,
+        and ``prefix`` unless it was the engine's first) and its ContextDelta ``delta``."""
+        self.requests += 1
+        if sent.get("prefix") is not None:
+            self.measured += 1
+            self.bytes += int(sent["bytes"])
+            self.reused += int(sent["prefix"])
+        self.add_delta(sent.get("delta"))
+
+    def add_refused(self, sent: dict[str, Any]) -> None:
+        """Count the requests refused as too long before ``sent``: each with its figures
+        (``refused_sent``), or, as recorded before those were, only their number (``refused``)."""
+        each = sent.get("refused_sent")
+        if isinstance(each, list):
+            for one in each:
+                self.add_sent(one if isinstance(one, dict) else {})
+            self.refused += len(each)
+        elif isinstance(sent.get("refused"), int):
+            self.requests += sent["refused"]
+            self.refused += sent["refused"]
 
     def add_delta(self, kind: object, n: int = 1) -> None:
         """Count a ContextDelta request: ``"increment"``, or the reason it was a seed."""
@@ -78,6 +101,7 @@ class RequestStats:
             "session": self.session,
             "state": self.state,
             "requests": self.requests,
+            "refused": self.refused,
             "measured": self.measured,
             "bytes": self.bytes,
             "reused": self.reused,
@@ -130,6 +154,7 @@ def total(stats: Sequence[RequestStats]) -> RequestStats:
     out = RequestStats("all", "-", "-")
     for s in stats:
         out.requests += s.requests
+        out.refused += s.refused
         out.measured += s.measured
         out.bytes += s.bytes
         out.reused += s.reused
