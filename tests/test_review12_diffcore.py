@@ -151,3 +151,16 @@ def test_an_invisible_mark_does_not_make_a_new_id(mark: str) -> None:
     id distinct from ``plan`` that no reader of the encoding can tell apart. Expected: such
     invisible characters are not part of an id (refused)."""
     assert not is_id("plan" + mark)
+
+
+def test_an_id_without_marks_is_taken_as_it_is_nfc_or_not(ctx: morphz.Context) -> None:
+    """Only ids with combining marks must be NFC: a word character that NFC changes (the
+    compatibility ideograph U+F900, the angstrom sign U+212B) was an id before marks were
+    allowed, so stores may hold such frames, and the audit replays their transactions with
+    today's parser. Expected: they stay ids, and such a store audits clean."""
+    for text in ("\uf900/plan", "\u212b-unit"):
+        assert is_id(text), text
+        assert not unicodedata.is_normalized("NFC", text)
+    commit(ctx, '(create \uf900/plan (fact "x"))')
+    commit(ctx, '(revise \uf900/plan (fact "y"))')
+    assert ctx.audit().ok

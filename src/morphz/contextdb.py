@@ -10,18 +10,17 @@ transaction per logical step, through the pure mind layer.
 from __future__ import annotations
 
 import time as time_module
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from morphz import committing, owners
+from morphz import activating, committing
 from morphz import events as ev
 from morphz import observe as appending
 from morphz.capacity import Budget
-from morphz.checks import check_id, check_text, check_whole, check_window, parse_ref
+from morphz.checks import check_id, check_whole, check_window, parse_ref
 from morphz.errors import InputError, RecordNotFoundError
 from morphz.ids import make_ref
 from morphz.mind import (
@@ -36,7 +35,7 @@ from morphz.mind import (
 from morphz.observe import Observation
 from morphz.recall import maintain
 from morphz.results import AuditReport, FrameView, Mind, ObservationView, Receipt, Status
-from morphz.store.base import ActivationRow, ReadTxn, SessionRow, WriteTxn
+from morphz.store.base import ActivationRow, SessionRow, WriteTxn
 from morphz.txlang import print_tx, read_tx
 
 if TYPE_CHECKING:
@@ -166,7 +165,7 @@ class Context:
     def activation(self, activation_id: str) -> ActivationRow | None:
         """One activation, looked up by its id (None when this context has none of that id)."""
         with self.db.store.read(self.id) as r:
-            return r.activation(_activation_id(activation_id))
+            return r.activation(activating.check_activation_id(activation_id))
 
     def encode(self, options: EncodeOptions | None = None, **fields: Any) -> Encoding:
         """Compile the Context Encoding for one model request (see :mod:`morphz.encoding`).
@@ -439,7 +438,9 @@ class Context:
         process is running them); returns the ids it marked (one another caller finished
         meanwhile is skipped)."""
         running = self.activations(running_only=True)
-        return [a.activation_id for a in running if self._interrupt(a.activation_id, reason)]
+        return [
+            a.activation_id for a in running if activating.interrupt(self, a.activation_id, reason)
+        ]
 
     def create_session(self, session: str) -> ev.Event:
         """Create a session explicitly (the first event in a new session also creates it)."""
@@ -460,21 +461,8 @@ class Context:
         ``objective`` is shown with the activation in every kernel while it runs.
         Returns the activation id."""
         root_seq = parse_ref(root) if root is not None else None
-
-        def rooted(w: WriteTxn) -> tuple[int | None, str | None]:
-            if root_seq is None:
-                return None, None
-            obs = w.observation(root_seq)
-            if obs is None:
-                raise InputError(f"root {root} is not an observation of context '{self.id}'")
-            if obs.lifecycle != "active":  # the model could not see the request it runs on
-                raise InputError(
-                    f"root {root} is retired: restore it first ((restore {root}) in a "
-                    "transaction), or root the activation on an observation in view"
-                )
-            return root_seq, root
-
-        return self._start(session, objective, rooted)
+        rooted = activating.existing_root(self.id, root_seq, root)
+        return activating.start(self, session, objective, rooted)
 
     def begin_activation(
         self, session: str, prompt: str, objective: str | None = None
@@ -491,64 +479,15 @@ class Context:
             root.extend(self._append(w, session, [message], recorded))
             return root[0].seq, root[0].ref
 
-        activation_id = self._start(session, objective, rooted)
+        activation_id = activating.start(self, session, objective, rooted)
         return root[0], activation_id
-
-    def _start(
-        self,
-        session: str,
-        objective: str | None,
-        rooted: Callable[[WriteTxn], tuple[int | None, str | None]],
-    ) -> str:
-        """Record an activation's start; ``rooted`` gives its root (seq and ref) under the
-        writer lock, before the start event is appended (writing the root itself, or checking
-        it)."""
-        appending.check_objective(objective)
-        activation_id = f"act-{uuid.uuid4().hex[:12]}"
-        owner = owners.current_owner()
-        root: list[tuple[int | None, str | None]] = []
-
-        def before(w: WriteTxn) -> None:
-            root.append(rooted(w))
-
-        def put(w: WriteTxn, seq: int) -> None:
-            row = ActivationRow(
-                activation_id, session, root[0][0], "running", seq, None, owner, objective
-            )
-            w.put_activation(row)
-
-        def payload() -> dict[str, Any]:
-            return {"activation": activation_id, "root": root[0][1], "objective": objective}
-
-        self._runtime_event(
-            ev.ACTIVATION_STARTED, None, payload, session, on_write=put, before=before
-        )
-        return activation_id
 
     def finish_activation(
         self, activation_id: str, state: str = "delivered", reason: str | None = None
     ) -> None:
         """Mark an activation delivered, failed or interrupted (``reason`` is recorded).
         Raises InputError when it is not running; of two concurrent calls, one finishes it."""
-        if state not in ("delivered", "failed", "interrupted"):
-            raise InputError("an activation finishes as delivered, failed or interrupted")
-        appending.check_reason(reason)
-        _activation_id(activation_id)
-        with self.db.store.read(self.id) as r:
-            session = self._running(r, activation_id).session_id
-
-        def put(w: WriteTxn, seq: int) -> None:
-            act = self._running(w, activation_id)  # again, under the writer lock
-            w.put_activation(replace(act, state=state, finished_seq=seq))
-
-        payload = {"activation": activation_id, "state": state, "reason": reason}
-        self._runtime_event(ev.ACTIVATION_FINISHED, None, payload, session, on_write=put)
-
-    def _running(self, r: ReadTxn, activation_id: str) -> ActivationRow:
-        act = r.activation(activation_id)
-        if act is None or act.state != "running":
-            raise InputError(f"activation {activation_id} is not running in context '{self.id}'")
-        return act
+        activating.finish(self, activation_id, state, reason)
 
     def interrupt_orphaned(
         self,
@@ -562,32 +501,7 @@ class Context:
         recorded). Activations of live owners and of other hosts are left alone. Safe to run
         from several processes at once: each activation is finished once. Returns the ids this
         call marked."""
-        marked: list[str] = []
-        for act in self.activations(running_only=True):
-            owner = act.owner
-            if owner is None:
-                if not include_unowned:
-                    continue
-                detail = "no owner was recorded"
-            elif owners.owner_alive(owner) is False:
-                detail = f"owner {owner.describe()} is gone"
-            else:
-                continue
-            if self._interrupt(act.activation_id, f"{reason} ({detail})"):
-                marked.append(act.activation_id)
-        return marked
-
-    def _interrupt(self, activation_id: str, reason: str) -> bool:
-        """Finish one activation as interrupted; False when another caller finished it first."""
-        try:
-            self.finish_activation(activation_id, "interrupted", reason)
-        except InputError:
-            with self.db.store.read(self.id) as r:
-                now = r.activation(activation_id)
-            if now is None or now.state == "running":
-                raise
-            return False
-        return True
+        return activating.interrupt_orphaned(self, reason, include_unowned)
 
     # ------------------------------------------------------------ transactions
 
@@ -650,14 +564,3 @@ class Context:
 
 
 __all__ = ["DEFAULT_CONTEXT", "DEFAULT_SESSION", "Context"]
-
-
-def _activation_id(value: object) -> str:
-    """``value`` when it is an activation id's text; an InputError otherwise (not a driver
-    error from binding it: begin_activation returns (event, id), an easy slip)."""
-    if not isinstance(value, str):
-        raise InputError(
-            f"an activation id is text such as act-1f2e..., not {type(value).__name__}: "
-            "begin_activation returns (event, activation_id)"
-        )
-    return check_text(value, "activation id")

@@ -2,9 +2,12 @@
 event refs.
 
 - An *id* (frame, checkpoint, session, context, relation name) is 1-256 characters of letters
-  (with their combining marks, in composed form: NFC), digits and ``_ - . : /``. It may not be
-  digits only (that would read as a number) and cannot start with ``@`` (refs own that
-  prefix). ``/`` namespaces are allowed: ``deployment/current``.
+  (with their combining marks), digits and ``_ - . : /``. It may not be digits only (that
+  would read as a number) and cannot start with ``@`` (refs own that prefix). ``/``
+  namespaces are allowed: ``deployment/current``. An id with combining marks must be in
+  composed form (NFC), so that a decomposed ``café`` is not a second id beside the composed
+  one; ids without marks are taken as they are (stores made before marks were allowed hold
+  them, whatever their form).
 - An *event ref* is ``@e<seq>`` with seq >= 1 and no leading zeros: ``@e42``.
 """
 
@@ -19,15 +22,14 @@ _ID_RE = re.compile(r"(?!\d+\Z)[\w.:/-]{1,256}")
 _MARKS = frozenset({"Mn", "Mc", "Me"})  # combining marks: part of the letter before them
 _CHAR_RE = re.compile(r"[\w.:/-]")  # one character an id may hold (besides marks)
 # the grapheme joiner and the Mongolian free variation selectors (variation selectors: ranges)
-_IGNORABLE_MARKS = frozenset({0x034F, 0x180B, 0x180C, 0x180D, 0x180F})
+_IGNORABLE_MARKS = frozenset({0x034F, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F})
 _REF_RE = re.compile(r"@e([1-9][0-9]{0,17})")
 
 
 def is_id(text: str) -> bool:
     """True when ``text`` is a valid frame/checkpoint/session/context id."""
-    if _ID_RE.fullmatch(text) is not None:
-        return text.isascii() or unicodedata.is_normalized("NFC", text)
-    return _marked_id(text)
+    # an id without marks is one as before (the stores hold such ids, whatever their form)
+    return _ID_RE.fullmatch(text) is not None or _marked_id(text)
 
 
 def _marked_id(text: str) -> bool:

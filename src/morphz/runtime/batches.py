@@ -97,8 +97,7 @@ def _window_reason(said: str, fixed: int, limit: int, minimum: Encoding) -> str:
         return (
             f"{said}: the protocol, the frames in view, the kernel and the tool schemas alone "
             f"take about {fixed}, more than {window} leaves, so not even the current request "
-            f"fits: {LARGER_WINDOW}, or retire, supersede or revise frames shorter "
-            "(`morphz context tx`)"
+            f"fits: {LARGER_WINDOW}{mind_share(minimum, LARGER_WINDOW)}"
         )
     return (
         f"{said}: the current request, its dependencies and protected content do not fit "

@@ -554,6 +554,9 @@ class _Run:
             return tool, ToolOutcome(said, error=True, ran=False)
         try:
             return tool, await run_guarded(tool, args, self.tc)
+        except (asyncio.CancelledError, KeyboardInterrupt):  # stopped while the tool ran
+            self.ran.append((call, tool, _stopped_while_running(call.name)))
+            raise
         except MorphzError as exc:  # the tool refused: its arguments (it never ran) or its work
             said = json.dumps({"ok": False, "error": exc.to_dict()})
             return tool, ToolOutcome(said, True, ran=not isinstance(exc, ArgumentError))
@@ -646,3 +649,13 @@ async def _despite_cancellation(start: asyncio.Future[_T]) -> _T:
 
 
 __all__ = ["ActivationResult", "Engine", "RuntimeConfig"]
+
+
+def _stopped_while_running(name: str) -> ToolOutcome:
+    """The result of a call whose tool was running when the activation was stopped: its work
+    may have landed (the engine waits for it before recording this), so the context says so."""
+    return ToolOutcome(
+        f"{name} was interrupted while it ran: its effect may have happened; check before "
+        "running it again",
+        error=True,
+    )

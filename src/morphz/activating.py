@@ -1,0 +1,136 @@
+"""Activations of a context: starting one (rooted on an observation, or on a user message
+written with it), finishing one, and interrupting those whose process is gone. Each step is
+one runtime event written in one database transaction (``Context._runtime_event``); the
+:class:`~morphz.contextdb.Context` methods of the same names are the public surface."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from morphz import events as ev
+from morphz import observe as appending
+from morphz import owners
+from morphz.checks import check_text
+from morphz.errors import InputError
+from morphz.store.base import ActivationRow, ReadTxn, WriteTxn
+
+if TYPE_CHECKING:
+    from morphz.contextdb import Context
+
+# under the writer lock: the root's seq and ref, written (a user message) or checked
+Rooted = Callable[[WriteTxn], tuple[int | None, str | None]]
+
+
+def existing_root(context_id: str, root_seq: int | None, root: str | None) -> Rooted:
+    """The root ``root`` (an observation already in the context) as :func:`start` takes it:
+    refused when it is no observation, or when it is retired (the model could not see the
+    request it runs on)."""
+
+    def rooted(w: WriteTxn) -> tuple[int | None, str | None]:
+        if root_seq is None:
+            return None, None
+        obs = w.observation(root_seq)
+        if obs is None:
+            raise InputError(f"root {root} is not an observation of context '{context_id}'")
+        if obs.lifecycle != "active":
+            raise InputError(
+                f"root {root} is retired: restore it first ((restore {root}) in a "
+                "transaction), or root the activation on an observation in view"
+            )
+        return root_seq, root
+
+    return rooted
+
+
+def start(ctx: Context, session: str, objective: str | None, rooted: Rooted) -> str:
+    """Record an activation's start; ``rooted`` gives its root (seq and ref) under the writer
+    lock, before the start event is appended (writing the root itself, or checking it)."""
+    appending.check_objective(objective)
+    activation_id = f"act-{uuid.uuid4().hex[:12]}"
+    owner = owners.current_owner()
+    root: list[tuple[int | None, str | None]] = []
+
+    def before(w: WriteTxn) -> None:
+        root.append(rooted(w))
+
+    def put(w: WriteTxn, seq: int) -> None:
+        row = ActivationRow(
+            activation_id, session, root[0][0], "running", seq, None, owner, objective
+        )
+        w.put_activation(row)
+
+    def payload() -> dict[str, Any]:
+        return {"activation": activation_id, "root": root[0][1], "objective": objective}
+
+    ctx._runtime_event(ev.ACTIVATION_STARTED, None, payload, session, on_write=put, before=before)
+    return activation_id
+
+
+def finish(ctx: Context, activation_id: str, state: str, reason: str | None) -> None:
+    """Mark an activation delivered, failed or interrupted (see Context.finish_activation)."""
+    if state not in ("delivered", "failed", "interrupted"):
+        raise InputError("an activation finishes as delivered, failed or interrupted")
+    appending.check_reason(reason)
+    check_activation_id(activation_id)
+    with ctx.db.store.read(ctx.id) as r:
+        session = running(r, ctx.id, activation_id).session_id
+
+    def put(w: WriteTxn, seq: int) -> None:
+        act = running(w, ctx.id, activation_id)  # again, under the writer lock
+        w.put_activation(replace(act, state=state, finished_seq=seq))
+
+    payload = {"activation": activation_id, "state": state, "reason": reason}
+    ctx._runtime_event(ev.ACTIVATION_FINISHED, None, payload, session, on_write=put)
+
+
+def running(r: ReadTxn, context_id: str, activation_id: str) -> ActivationRow:
+    act = r.activation(activation_id)
+    if act is None or act.state != "running":
+        raise InputError(f"activation {activation_id} is not running in context '{context_id}'")
+    return act
+
+
+def interrupt_orphaned(ctx: Context, reason: str, include_unowned: bool) -> list[str]:
+    """Interrupt the running activations whose owner provably died (and, with
+    ``include_unowned``, those with none recorded); the ids this call marked."""
+    marked: list[str] = []
+    for act in ctx.activations(running_only=True):
+        owner = act.owner
+        if owner is None:
+            if not include_unowned:
+                continue
+            detail = "no owner was recorded"
+        elif owners.owner_alive(owner) is False:
+            detail = f"owner {owner.describe()} is gone"
+        else:
+            continue
+        if interrupt(ctx, act.activation_id, f"{reason} ({detail})"):
+            marked.append(act.activation_id)
+    return marked
+
+
+def interrupt(ctx: Context, activation_id: str, reason: str) -> bool:
+    """Finish one activation as interrupted; False when another caller finished it first."""
+    try:
+        ctx.finish_activation(activation_id, "interrupted", reason)
+    except InputError:
+        with ctx.db.store.read(ctx.id) as r:
+            now = r.activation(activation_id)
+        if now is None or now.state == "running":
+            raise
+        return False
+    return True
+
+
+def check_activation_id(value: object) -> str:
+    """``value`` when it is an activation id's text; an InputError otherwise (not a driver
+    error from binding it: begin_activation returns (event, id), an easy slip)."""
+    if not isinstance(value, str):
+        raise InputError(
+            f"an activation id is text such as act-1f2e..., not {type(value).__name__}: "
+            "begin_activation returns (event, activation_id)"
+        )
+    return check_text(value, "activation id")
