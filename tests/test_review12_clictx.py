@@ -18,12 +18,8 @@ from morphz.interfaces.cli import main
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Neither MORPHZ_DB nor the real home directory leaks into a test."""
-    monkeypatch.delenv("MORPHZ_DB", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
+# no MORPHZ_DB, no real home directory, no morphz.toml of the caller; the cwd is tmp_path
+pytestmark = pytest.mark.usefixtures("env")
 
 
 def run(*args: str) -> Result:

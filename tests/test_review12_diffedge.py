@@ -11,30 +11,16 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 import morphz
 from morphz.encoding import DeltaEncoder, EncodeOptions
 from morphz.encoding.protocol import PROTOCOL
 from morphz.errors import InputError
-from morphz.interfaces.cli import main
 from morphz.runtime.config import load, make_model
+from test_encoding_cli import _run, _store
 
 OPTS = EncodeOptions(local_time="2026-08-04T10:00:00+00:00")
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
-
-
-def _run(db: Path, *args: str, code: int = 0) -> str:
-    result = CliRunner().invoke(main, [*args, "--db", str(db)])
-    assert result.exit_code == code, (result.stdout, result.stderr)
-    return result.stdout
-
-
-def _store(env: Path) -> Path:
-    db = env / "m.db"
-    _run(db, "context", "create")
-    _run(db, "context", "observe", "--kind", "user_message", "--text", "prepare the deployment")
-    return db
 
 
 def test_context_encoding_shows_the_configured_profile_it_reads(env: Path) -> None:

@@ -16,12 +16,8 @@ from morphz.interfaces.cli import main
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Neither MORPHZ_DB, the real home directory nor a morphz.toml of the caller leaks in."""
-    monkeypatch.delenv("MORPHZ_DB", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
+# no MORPHZ_DB, no real home directory, no morphz.toml of the caller; the cwd is tmp_path
+pytestmark = pytest.mark.usefixtures("env")
 
 
 def run(*args: str, stdin: str | None = None) -> Result:
@@ -55,7 +51,6 @@ def test_exec_refuses_a_script_whose_tool_call_is_not_an_object(
     exit 1 with `error (input): ...`, no traceback and no store."""
     script = tmp_path / "steps.json"
     script.write_text(json.dumps([{"tool_calls": [call]}, {"reply": "done"}]), encoding="utf-8")
-    (tmp_path / "ws").mkdir()
     db = tmp_path / "s.db"
     result = run(
         "exec", "hello", "--model", f"scripted:{script}", "--workspace", "ws", "--db", str(db)
