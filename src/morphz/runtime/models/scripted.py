@@ -36,8 +36,8 @@ def _ref(refs: list[str], index: int) -> str:
     """The ``index``-th observation ref of the encoding (``{ref:N}``; negative from the end)."""
     if not refs:
         return "@e0"
-    if not -len(refs) <= index < len(refs):
-        raise InputError(
+    if not -len(refs) <= index < len(refs):  # the script fails as running past its end does
+        raise BadResponseError(
             f"the script's {{ref:{index}}} is out of range: the encoding shows "
             f"{len(refs)} observations"
         )
