@@ -10,12 +10,12 @@ such as running work, that were checked when the transaction was accepted).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from morphz.errors import NotFoundError, ProtectedError, TxError, ValidationError
 from morphz.ids import ref_seq
-from morphz.mind import order
+from morphz.mind import checkpoints, order
 from morphz.mind.conflicts import edge_key
 from morphz.mind.lifecycle import (
     DEFAULT_PREVIEW_THRESHOLD,
@@ -34,7 +34,6 @@ from morphz.mind.state import (
     OpEffect,
     Overlay,
     SessionState,
-    Snapshot,
 )
 from morphz.mind.supersede import completes, fast_path
 from morphz.txlang import ops as o
@@ -448,95 +447,7 @@ def _renumber(a: _Apply, sequence: list[Frame]) -> None:
     a.changes.order_max = float(len(sequence))
 
 
-# ------------------------------------------------------------ checkpoints and sessions
-
-
-def _checkpoint(a: _Apply, op: o.Checkpoint) -> None:
-    if a.view.has_checkpoint(op.checkpoint):
-        raise a.fail(
-            ValidationError,
-            f"checkpoint '{op.checkpoint}' already exists: drop it first or choose another name",
-        )
-    frames = tuple(sorted(a.view.frames(), key=lambda f: f.id))
-    edges = tuple(sorted(a.view.edges()))
-    a.changes.checkpoints[op.checkpoint] = Snapshot(
-        op.checkpoint, a.view.version + 1, frames, edges
-    )
-    a.changes.written.add(f"checkpoint:{op.checkpoint}")
-    a.effect(op.checkpoint, f"checkpoint of {len(frames)} frames and {len(edges)} edges")
-
-
-def _rollback(a: _Apply, op: o.Rollback) -> None:
-    snap = a.view.checkpoint(op.checkpoint)
-    if snap is None:
-        raise a.fail(
-            NotFoundError,
-            f"checkpoint '{op.checkpoint}' does not exist: the mind region lists the checkpoints",
-        )
-    clock = a.view.clock
-    target = {f.id: _finalized_if_due(f, clock) for f in snap.frames}
-    current = {f.id: f for f in a.view.frames()}
-    wanted, edges = set(snap.edges), list(a.view.edges())
-    a.relations_of.clear()  # the relations are the snapshot's from here
-    # the token effect, as the kept total counts: what is in view (frames with their marks, and
-    # the relations of frames in view) and what retiring frames will free, before and after
-    freed, pending = _view_totals(current, edges)
-    after = _view_totals(target, snap.edges)
-    freed, pending = freed - after[0], after[1] - pending
-    for fid in current.keys() - target.keys():
-        a.changes.frames[fid] = None
-        a.changes.written.update((f"content:{fid}", f"life:{fid}"))
-    for fid, frame in target.items():
-        if current.get(fid) != frame:
-            a.put_frame(frame, True, True)
-    for edge in edges:
-        if edge not in wanted:
-            a.changes.edges[edge] = False
-            a.changes.written.add(edge_key(*edge))
-    for edge in snap.edges:
-        if not a.view.has_edge(edge):
-            a.changes.edges[edge] = True
-            a.changes.written.add(edge_key(*edge))
-    top = max((f.pos for f in snap.frames), default=0.0)
-    if top > a.view.order_max:
-        a.changes.order_max = top
-    a.changes.barrier = True
-    a.changes.written.update(("order", f"checkpoint:{op.checkpoint}"))
-    # named by the checkpoint, not a version: one taken before other operations of its
-    # transaction holds a mind that transaction's version never had
-    change = f"mind rolled back to checkpoint '{op.checkpoint}'"
-    a.effect(op.checkpoint, change, immediate=freed, eventual=pending)
-
-
-def _view_totals(frames: dict[str, Frame], edges: Iterable[Edge]) -> tuple[int, int]:
-    """The tokens ``frames`` and ``edges`` show in the mind region, and those of it that
-    retiring frames free when their windows end."""
-    shown = {fid: kept_tokens(f) for fid, f in frames.items() if in_view(f)}
-    retiring = {fid for fid, f in frames.items() if f.lifecycle == "retiring"}
-    for edge in edges:
-        if edge[0] in shown:
-            shown[edge[0]] += edge_tokens(edge)
-    return sum(shown.values()), sum(shown[fid] for fid in retiring)
-
-
-def _finalized_if_due(frame: Frame, clock: int) -> Frame:
-    """A snapshot's retiring frame whose window has already ended comes back retired."""
-    if frame.lifecycle == "retiring" and frame.deadline is not None and frame.deadline <= clock:
-        return frame.with_life("retired", None, frame.reason)
-    return frame
-
-
-def _drop_checkpoint(a: _Apply, op: o.DropCheckpoint) -> None:
-    for name in op.checkpoints:
-        if not a.view.has_checkpoint(name):
-            raise a.fail(
-                NotFoundError,
-                f"checkpoint '{name}' does not exist: the mind region lists the checkpoints",
-                target=name,
-            )
-        a.changes.checkpoints[name] = None
-        a.changes.written.add(f"checkpoint:{name}")
-        a.effect(name, "dropped")
+# ------------------------------------------------------------ sessions
 
 
 def _need_session(a: _Apply, sid: str) -> SessionState:
@@ -601,9 +512,9 @@ _HANDLERS: dict[type, Callable[[_Apply, o.Op], None]] = {
     o.Relate: _relate,  # type: ignore[dict-item]
     o.Unrelate: _unrelate,  # type: ignore[dict-item]
     o.Place: _place,  # type: ignore[dict-item]
-    o.Checkpoint: _checkpoint,  # type: ignore[dict-item]
-    o.Rollback: _rollback,  # type: ignore[dict-item]
-    o.DropCheckpoint: _drop_checkpoint,  # type: ignore[dict-item]
+    o.Checkpoint: checkpoints.checkpoint,  # type: ignore[dict-item]
+    o.Rollback: checkpoints.rollback,  # type: ignore[dict-item]
+    o.DropCheckpoint: checkpoints.drop_checkpoint,  # type: ignore[dict-item]
     o.RetireSession: _retire_session,  # type: ignore[dict-item]
     o.RestoreSession: _restore_session,  # type: ignore[dict-item]
 }

@@ -2,9 +2,9 @@
 
 A user message starts an activation whose root request is causally protected until its reply
 is delivered. Each step compiles the encoding, calls the model, records its reply and tool calls
-as events, runs the tools and records their results as observations (external tool results tick
-the clock; ``context_tx`` receipts and approvals do not; ``recall`` delivers its own
-observation), until a reply is delivered or the step limit is reached.
+as events, runs the tools and records their results as observations (:mod:`morphz.runtime.calls`;
+external tool results tick the clock; ``context_tx`` receipts and approvals do not; ``recall``
+delivers its own observation), until a reply is delivered or the step limit is reached.
 
 At critical pressure, or after the provider refuses an input as too long, the activation is in
 maintenance: only ``context_tx`` and ``recall`` are offered, and pressure is measured again after
@@ -29,7 +29,6 @@ the rebase rules.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,10 +43,11 @@ from morphz.encoding.compile import Encoding
 from morphz.encoding.options import EncodeOptions
 from morphz.encoding.prefix import PrefixMeter, request_text
 from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens, exact_counter
-from morphz.errors import InputError, MorphzError
+from morphz.errors import InputError
 from morphz.ids import ref_seq
 from morphz.observe import Observation
 from morphz.runtime import batches
+from morphz.runtime.calls import Calls
 from morphz.runtime.costs import output_tokens
 from morphz.runtime.models.base import (
     ContextTooLongError,
@@ -55,22 +55,16 @@ from morphz.runtime.models.base import (
     ModelRequest,
     ModelResponse,
     ProviderError,
-    ToolCall,
 )
 from morphz.runtime.models.retry import BACKOFF, refused_share
 from morphz.runtime.models.sdk import PREAMBLE
-from morphz.runtime.outcomes import Ran, result_batch
-from morphz.runtime.replies import cut_kind, stop_note, stopped_call
+from morphz.runtime.replies import cut_kind, stop_note
 from morphz.runtime.requests import FRAMING, MESSAGE_TOKENS, Answered, RequestSequence
 from morphz.runtime.tools.base import (
     ApprovalEnded,
-    ArgumentError,
     Tool,
     ToolContext,
-    ToolOutcome,
     ToolRegistry,
-    parse_arguments,
-    run_guarded,
     valid_text,
 )
 
@@ -250,7 +244,6 @@ class _Run:
         self.active_observations = 0  # in the context, when the last batch was chosen
         self.produced: set[int] = set()  # the observations this activation's steps produced
         self.previous: set[int] = set()  # ... the previous step
-        self.ran: list[Ran] = []  # the calls of the current reply that ended, not yet recorded
         config = engine.config
         self.requests = RequestSequence(
             engine.answered, session, delta=config.delta, messages=config.delta_messages
@@ -265,6 +258,7 @@ class _Run:
             engine.config.budget_keys,
             engine.calibration,
         )
+        self.calls = Calls(engine, self.tc, session, self.result.events)
 
     # -- the loop
 
@@ -513,12 +507,7 @@ class _Run:
             await self._observe_reply(reply.ref)
             await self.finish("delivered", note)
             return True
-        *whole, last = response.tool_calls  # a cut or stopped response's last call: partial?
-        for call in whole:  # each outcome kept as its call ends: an interruption records it
-            self.ran.append((call, *await self._run_tool(call)))
-        outcome = (None, stopped_call(last, note)) if note else await self._run_tool(last)
-        self.ran.append((last, *outcome))
-        await self.record_ran()
+        await self.calls.run_reply(response.tool_calls, note, self.maintenance)
         self.previous = {ref_seq(ref) for ref in self.result.events[start + 1 :]}
         self.produced |= self.previous
         return False
@@ -531,71 +520,6 @@ class _Run:
         events = await self.tc.in_thread(self.e.ctx.observe_batch, [answer], session=self.session)
         self.result.events.extend(e.ref for e in events)
 
-    async def _run_tool(self, call: ToolCall) -> tuple[Tool | None, ToolOutcome]:
-        """The call's outcome; ``ran`` is False for a call refused before its tool ran (unknown,
-        withdrawn in maintenance, malformed arguments, not approved): no real tool result."""
-        tool: Tool | None = None
-        try:
-            tool = self.e.tools.get(call.name)
-            if tool.external and self.maintenance:
-                return tool, ToolOutcome(
-                    f"{call.name} is withdrawn during maintenance: only context_tx and recall "
-                    "are available until pressure is back to normal (the kernel's pressure "
-                    "level)",
-                    error=True,
-                    ran=False,
-                )
-            args = parse_arguments(call.name, call.arguments)
-            tool.check_arguments(args)  # a call that can never run is refused, never asked about
-            if not await self._authorised(tool, call, args):
-                return tool, ToolOutcome(f"{call.name} was not approved", error=True, ran=False)
-        except MorphzError as exc:
-            said = json.dumps({"ok": False, "error": exc.to_dict()})
-            return tool, ToolOutcome(said, error=True, ran=False)
-        try:
-            return tool, await run_guarded(tool, args, self.tc)
-        except (asyncio.CancelledError, KeyboardInterrupt):  # stopped while the tool ran
-            self.ran.append((call, tool, _stopped_while_running(call.name)))
-            raise
-        except MorphzError as exc:  # the tool refused: its arguments (it never ran) or its work
-            said = json.dumps({"ok": False, "error": exc.to_dict()})
-            return tool, ToolOutcome(said, True, ran=not isinstance(exc, ArgumentError))
-
-    async def _authorised(self, tool: Tool, call: ToolCall, args: dict[str, Any]) -> bool:
-        if tool.policy == "allow":
-            return True
-        if tool.policy == "deny":
-            return False
-        request = {"tool": tool.name, "arguments": args, "call": valid_text(call.id)}
-        asked = await self.tc.in_thread(
-            self.e.ctx.record, ev.APPROVAL_REQUEST, None, payload=request, session=self.session
-        )
-        approver = self.e.config.approver
-        decision = await approver(tool, args) if approver else self.e.config.ask_default
-        answer = Observation(
-            "approval_result",
-            f"{tool.name}: {'approved' if decision else 'denied'}",
-            meta={"request": asked.ref, "approved": decision, "tool": tool.name},
-        )
-        result = await self.tc.in_thread(self.e.ctx.observe_batch, [answer], session=self.session)
-        self.result.events.extend([asked.ref, result[0].ref])
-        return decision
-
-    async def record_ran(self) -> None:
-        """Record the outcomes of the calls that ended (:attr:`ran`) as one batch of results:
-        the reply's, or when the activation is interrupted, those of the calls that ran before
-        (a batch that ticks at most once, and only for a real external tool result)."""
-        ran, self.ran = self.ran, []  # taken first: never recorded twice
-        batch = result_batch(ran)
-        self.result.events.extend(batch.delivered)
-        if batch.observations:
-            observe = partial(self.e.ctx.observe_batch, session=self.session)
-            tick = batch.ticked is not None
-            events = await self.tc.in_thread(
-                observe, list(batch.observations), tick=tick, ticked=batch.ticked
-            )
-            self.result.events.extend(e.ref for e in events)
-
     async def interrupted(self, reason: str) -> None:
         """End the activation as interrupted: the work still being written lands first, then
         the results of the calls that ran (never lost with the interruption), then the end."""
@@ -604,7 +528,7 @@ class _Run:
 
     async def _interrupted(self, reason: str) -> None:
         try:
-            await self.record_ran()
+            await self.calls.record()
         finally:
             await self.finish("interrupted", reason)
 
@@ -649,13 +573,3 @@ async def _despite_cancellation(start: asyncio.Future[_T]) -> _T:
 
 
 __all__ = ["ActivationResult", "Engine", "RuntimeConfig"]
-
-
-def _stopped_while_running(name: str) -> ToolOutcome:
-    """The result of a call whose tool was running when the activation was stopped: its work
-    may have landed (the engine waits for it before recording this), so the context says so."""
-    return ToolOutcome(
-        f"{name} was interrupted while it ran: its effect may have happened; check before "
-        "running it again",
-        error=True,
-    )

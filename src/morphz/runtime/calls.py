@@ -1,0 +1,136 @@
+"""A reply's tool calls run (DESIGN §11): each call refused before its tool runs (unknown,
+withdrawn in maintenance, arguments malformed or invalid, not approved) or run guarded; an
+``ask`` tool's approval asked and recorded (the request as an event, the answer as an
+observation); each outcome kept as its call ends, then all of them recorded as one batch of
+results (:mod:`morphz.runtime.outcomes`), also when the activation is interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from morphz import events as ev
+from morphz.errors import MorphzError
+from morphz.observe import Observation
+from morphz.runtime.models.base import ToolCall
+from morphz.runtime.outcomes import Ran, result_batch
+from morphz.runtime.replies import stopped_call
+from morphz.runtime.tools.base import (
+    ArgumentError,
+    Tool,
+    ToolContext,
+    ToolOutcome,
+    parse_arguments,
+    run_guarded,
+    valid_text,
+)
+
+if TYPE_CHECKING:
+    from morphz.runtime.engine import Engine
+
+
+class Calls:
+    """The tool calls of one activation: runs them and records their outcomes. ``events``:
+    the activation's list of the refs of the events it made, which this extends."""
+
+    def __init__(self, engine: Engine, tc: ToolContext, session: str, events: list[str]) -> None:
+        self.e = engine
+        self.tc = tc
+        self.session = session
+        self.events = events
+        self.ran: list[Ran] = []  # the calls of the current reply that ended, not yet recorded
+
+    async def run_reply(
+        self, calls: Sequence[ToolCall], note: str | None, maintenance: bool
+    ) -> None:
+        """Run a reply's ``calls`` in order and record their outcomes. ``note``: why the
+        response did not end as meant (a cut or a provider's stop): its last call is then not
+        run, and its result says why."""
+        *whole, last = calls  # a cut or stopped response's last call: partial?
+        for call in whole:  # each outcome kept as its call ends: an interruption records it
+            self.ran.append((call, *await self.run(call, maintenance)))
+        outcome = (None, stopped_call(last, note)) if note else await self.run(last, maintenance)
+        self.ran.append((last, *outcome))
+        await self.record()
+
+    async def run(self, call: ToolCall, maintenance: bool) -> tuple[Tool | None, ToolOutcome]:
+        """The call's outcome; ``ran`` is False for a call refused before its tool ran (unknown,
+        withdrawn in maintenance, malformed arguments, not approved): no real tool result."""
+        tool: Tool | None = None
+        try:
+            tool = self.e.tools.get(call.name)
+            if tool.external and maintenance:
+                return tool, ToolOutcome(
+                    f"{call.name} is withdrawn during maintenance: only context_tx and recall "
+                    "are available until pressure is back to normal (the kernel's pressure "
+                    "level)",
+                    error=True,
+                    ran=False,
+                )
+            args = parse_arguments(call.name, call.arguments)
+            tool.check_arguments(args)  # a call that can never run is refused, never asked about
+            if not await self._authorised(tool, call, args):
+                return tool, ToolOutcome(f"{call.name} was not approved", error=True, ran=False)
+        except MorphzError as exc:
+            said = json.dumps({"ok": False, "error": exc.to_dict()})
+            return tool, ToolOutcome(said, error=True, ran=False)
+        try:
+            return tool, await run_guarded(tool, args, self.tc)
+        except (asyncio.CancelledError, KeyboardInterrupt):  # stopped while the tool ran
+            self.ran.append((call, tool, _stopped_while_running(call.name)))
+            raise
+        except MorphzError as exc:  # the tool refused: its arguments (it never ran) or its work
+            said = json.dumps({"ok": False, "error": exc.to_dict()})
+            return tool, ToolOutcome(said, True, ran=not isinstance(exc, ArgumentError))
+
+    async def _authorised(self, tool: Tool, call: ToolCall, args: dict[str, Any]) -> bool:
+        if tool.policy == "allow":
+            return True
+        if tool.policy == "deny":
+            return False
+        request = {"tool": tool.name, "arguments": args, "call": valid_text(call.id)}
+        asked = await self.tc.in_thread(
+            self.e.ctx.record, ev.APPROVAL_REQUEST, None, payload=request, session=self.session
+        )
+        approver = self.e.config.approver
+        decision = await approver(tool, args) if approver else self.e.config.ask_default
+        answer = Observation(
+            "approval_result",
+            f"{tool.name}: {'approved' if decision else 'denied'}",
+            meta={"request": asked.ref, "approved": decision, "tool": tool.name},
+        )
+        result = await self.tc.in_thread(self.e.ctx.observe_batch, [answer], session=self.session)
+        self.events.extend([asked.ref, result[0].ref])
+        return decision
+
+    async def record(self) -> None:
+        """Record the outcomes of the calls that ended (:attr:`ran`) as one batch of results:
+        the reply's, or when the activation is interrupted, those of the calls that ran before
+        (a batch that ticks at most once, and only for a real external tool result)."""
+        ran, self.ran = self.ran, []  # taken first: never recorded twice
+        batch = result_batch(ran)
+        self.events.extend(batch.delivered)
+        if batch.observations:
+            observe = partial(self.e.ctx.observe_batch, session=self.session)
+            tick = batch.ticked is not None
+            events = await self.tc.in_thread(
+                observe, list(batch.observations), tick=tick, ticked=batch.ticked
+            )
+            self.events.extend(e.ref for e in events)
+
+
+def _stopped_while_running(name: str) -> ToolOutcome:
+    """The result of a call whose tool was running when the activation was stopped: its work
+    may have landed (the engine waits for it before recording this), so the context says so."""
+    return ToolOutcome(
+        f"{name} was interrupted while it ran: its effect may have happened; check before "
+        "running it again",
+        error=True,
+    )
+
+
+__all__ = ["Calls"]
