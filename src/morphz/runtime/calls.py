@@ -81,7 +81,9 @@ class Calls:
         try:
             return tool, await run_guarded(tool, args, self.tc)
         except (asyncio.CancelledError, KeyboardInterrupt):  # stopped while the tool ran
-            self.ran.append((call, tool, _stopped_while_running(call.name)))
+            if tool.external:  # its effect (the workspace) is nowhere else in the context;
+                # context_tx and recall record their own events, which show what landed
+                self.ran.append((call, tool, _stopped_while_running(call.name)))
             raise
         except MorphzError as exc:  # the tool refused: its arguments (it never ran) or its work
             said = json.dumps({"ok": False, "error": exc.to_dict()})
@@ -113,14 +115,22 @@ class Calls:
         (a batch that ticks at most once, and only for a real external tool result)."""
         ran, self.ran = self.ran, []  # taken first: never recorded twice
         batch = result_batch(ran)
-        self.events.extend(batch.delivered)
         if batch.observations:
             observe = partial(self.e.ctx.observe_batch, session=self.session)
             tick = batch.ticked is not None
-            events = await self.tc.in_thread(
-                observe, list(batch.observations), tick=tick, ticked=batch.ticked
-            )
+            try:
+                events = await self.tc.in_thread(
+                    observe, list(batch.observations), tick=tick, ticked=batch.ticked
+                )
+            except asyncio.CancelledError:  # the write goes on in its thread: it may land
+                raise
+            except BaseException:  # it failed and rolled back: an interruption records them
+                self.ran = ran + self.ran
+                raise
+            self.events.extend(batch.delivered)
             self.events.extend(e.ref for e in events)
+        else:
+            self.events.extend(batch.delivered)
 
 
 def _stopped_while_running(name: str) -> ToolOutcome:

@@ -529,7 +529,8 @@ class _Run:
     async def _interrupted(self, reason: str) -> None:
         try:
             await self.calls.record()
-        finally:
+        finally:  # cancelled again meanwhile: the results still being written land first
+            await self.tc.settle()
             await self.finish("interrupted", reason)
 
     async def finish(self, state: str, reason: str | None) -> None:

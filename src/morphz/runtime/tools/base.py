@@ -9,6 +9,8 @@ is an error. Every outcome becomes a ``tool_result`` observation; an exception t
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import json
 import math
 import re
@@ -75,8 +77,11 @@ class ToolContext:
     async def in_thread(self, fn: Callable[_P, _T], /, *args: _P.args, **kw: _P.kwargs) -> _T:
         """``fn`` in a worker thread, tracked until it ends: a thread goes on when its caller is
         cancelled, so an interrupted activation waits for it (:meth:`settle`) before recording
-        its end, and no commit or result lands after that end."""
-        job = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kw))
+        its end, and no commit or result lands after that end. The job is the executor's
+        future, done only when the thread has ended: not a task, which the event loop's
+        shutdown (asyncio.run closing) would cancel while its thread still writes."""
+        call = functools.partial(contextvars.copy_context().run, fn, *args, **kw)
+        job = asyncio.get_running_loop().run_in_executor(None, call)  # as asyncio.to_thread
         self.pending.add(job)
         job.add_done_callback(self.pending.discard)
         try:
