@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from asyncio import Future
 from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,8 @@ class Calls:
         self.session = session
         self.events = events
         self.ran: list[Ran] = []  # the calls of the current reply that ended, not yet recorded
+        # a results write its caller was cancelled from, with what it writes (see reclaim)
+        self.writing: tuple[list[Ran], Future[Any]] | None = None
 
     async def run_reply(
         self, calls: Sequence[ToolCall], note: str | None, maintenance: bool
@@ -109,6 +112,17 @@ class Calls:
         self.events.extend([asked.ref, result[0].ref])
         return decision
 
+    def reclaim(self) -> None:
+        """After the work in flight settled: the results of a write whose caller was cancelled
+        and which then failed (rolled back) are pending again, for the interruption to record;
+        one that landed, or has not ended, is left as it is."""
+        if self.writing is None:
+            return
+        ran, job = self.writing
+        self.writing = None
+        if _failed(job):
+            self.ran = ran + self.ran
+
     async def record(self) -> None:
         """Record the outcomes of the calls that ended (:attr:`ran`) as one batch of results:
         the reply's, or when the activation is interrupted, those of the calls that ran before
@@ -118,11 +132,14 @@ class Calls:
         if batch.observations:
             observe = partial(self.e.ctx.observe_batch, session=self.session)
             tick = batch.ticked is not None
+            job = self.tc.start_thread(
+                observe, list(batch.observations), tick=tick, ticked=batch.ticked
+            )
             try:
-                events = await self.tc.in_thread(
-                    observe, list(batch.observations), tick=tick, ticked=batch.ticked
-                )
+                events = await asyncio.shield(job)
             except asyncio.CancelledError:  # the write goes on in its thread: it may land
+                self.tc.cancelled.set()
+                self.writing = (ran, job)
                 raise
             except BaseException:  # it failed and rolled back: an interruption records them
                 self.ran = ran + self.ran
@@ -131,6 +148,11 @@ class Calls:
             self.events.extend(e.ref for e in events)
         else:
             self.events.extend(batch.delivered)
+
+
+def _failed(job: Future[Any]) -> bool:
+    """Whether ``job`` (a results write) ended by failing: it rolled back, nothing landed."""
+    return job.done() and not job.cancelled() and job.exception() is not None
 
 
 def _stopped_while_running(name: str) -> ToolOutcome:

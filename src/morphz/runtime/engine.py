@@ -65,6 +65,7 @@ from morphz.runtime.tools.base import (
     Tool,
     ToolContext,
     ToolRegistry,
+    thread_job,
     valid_text,
 )
 
@@ -198,9 +199,7 @@ class Engine:
         """One activation: the user message ``prompt`` in ``session``, until a reply."""
         goal = (objective or prompt[:200]).strip() or None
         # the message and the activation that protects it, in one transaction
-        start = asyncio.ensure_future(
-            asyncio.to_thread(self.ctx.begin_activation, session, prompt, goal)
-        )
+        start = thread_job(self.ctx.begin_activation, session, prompt, goal)
         try:
             root, act = await asyncio.shield(start)
         except asyncio.CancelledError:  # the start is being written: record the end too
@@ -528,6 +527,7 @@ class _Run:
 
     async def _interrupted(self, reason: str) -> None:
         try:
+            self.calls.reclaim()  # results whose write failed after a cancel: recorded now
             await self.calls.record()
         finally:  # cancelled again meanwhile: the results still being written land first
             await self.tc.settle()

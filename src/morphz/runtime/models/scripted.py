@@ -39,7 +39,7 @@ def _ref(refs: list[str], index: int) -> str:
     if not -len(refs) <= index < len(refs):  # the script fails as running past its end does
         raise BadResponseError(
             f"the script's {{ref:{index}}} is out of range: the encoding shows "
-            f"{len(refs)} observations"
+            f"{len(refs)} observation{'s' if len(refs) != 1 else ''}"
         )
     return refs[index]
 

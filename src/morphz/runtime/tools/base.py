@@ -15,6 +15,7 @@ import json
 import math
 import re
 import threading
+from asyncio import Future
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -56,6 +57,15 @@ class ArgumentError(ToolError):
     """A call whose arguments break the tool's schema: refused before the tool ran."""
 
 
+def thread_job(fn: Callable[_P, _T], /, *args: _P.args, **kw: _P.kwargs) -> Future[_T]:
+    """``fn`` started in the loop's default executor, with the caller's context variables (as
+    asyncio.to_thread does), as the executor's future: done only when the thread has ended. A
+    task wrapping it would not do: the event loop's shutdown (asyncio.run closing) cancels every
+    task left while its thread still writes."""
+    call = functools.partial(contextvars.copy_context().run, fn, *args, **kw)
+    return asyncio.get_running_loop().run_in_executor(None, call)
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     ctx: Context
@@ -80,15 +90,19 @@ class ToolContext:
         its end, and no commit or result lands after that end. The job is the executor's
         future, done only when the thread has ended: not a task, which the event loop's
         shutdown (asyncio.run closing) would cancel while its thread still writes."""
-        call = functools.partial(contextvars.copy_context().run, fn, *args, **kw)
-        job = asyncio.get_running_loop().run_in_executor(None, call)  # as asyncio.to_thread
-        self.pending.add(job)
-        job.add_done_callback(self.pending.discard)
         try:
-            return await asyncio.shield(job)
+            return await asyncio.shield(self.start_thread(fn, *args, **kw))
         except asyncio.CancelledError:
             self.cancelled.set()
             raise
+
+    def start_thread(self, fn: Callable[_P, _T], /, *args: _P.args, **kw: _P.kwargs) -> Future[_T]:
+        """Start ``fn`` in a worker thread, tracked as :meth:`in_thread` tracks it, and return
+        its job (for a caller that must know, after :meth:`settle`, how it ended)."""
+        job = thread_job(fn, *args, **kw)
+        self.pending.add(job)
+        job.add_done_callback(self.pending.discard)
+        return job
 
     async def settle(self) -> None:
         """Wait until the work :meth:`in_thread` started has ended, however often the caller
