@@ -376,7 +376,12 @@ def chat_command(
     agent.check_new_store(db_path)
     _lenient_stdio()
     # one event loop for the whole chat: the model's client keeps its connections in it
-    with open_store(db_path, create=True) as db, _stopped_like_ctrl_c(), asyncio.Runner() as runner:
+    with (
+        open_store(db_path, create=True) as db,
+        _stopped_like_ctrl_c(),
+        _terminal_kept(),
+        asyncio.Runner() as runner,
+    ):
         engine = agent.engine(agent.open_context(db, context_id))
         out(
             f"morphz chat: context {context_id}, session {session}, model "
@@ -386,6 +391,25 @@ def chat_command(
             _converse(runner, engine, session)
         finally:
             runner.run(close_model(engine.model))
+
+
+@contextmanager
+def _terminal_kept() -> Iterator[None]:
+    """The terminal's modes as they were when the chat started, set back however it ends: an
+    approval prompt is read in a thread (under readline, which turns echo and line editing off
+    while it waits), and a Ctrl-C there leaves that thread behind with the modes still off."""
+    try:
+        import termios
+    except ImportError:  # no POSIX terminal: nothing to keep
+        yield
+        return
+    saved = termios.tcgetattr(sys.stdin) if sys.stdin.isatty() else None
+    try:
+        yield
+    finally:
+        if saved is not None:
+            with suppress(termios.error, OSError):  # the terminal is gone: nothing to restore
+                termios.tcsetattr(sys.stdin, termios.TCSADRAIN, saved)
 
 
 def _converse(runner: asyncio.Runner, engine: Engine, session: str) -> None:
