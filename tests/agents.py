@@ -1,6 +1,7 @@
 """Helpers the runtime and CLI tests share: an engine with the CLI's default tools, a history of
 log lines, a scripted model spec, one CLI invocation, a small budget, a region's tokens, one
-activation of given tool calls, and a run cancelled while its activation starts."""
+activation of given tool calls, a run cancelled while its activation starts, and the calls and
+events the interruption tests look at."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import io
 import json
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from morphz.runtime.config import Settings
 from morphz.runtime.engine import Engine, RuntimeConfig
 from morphz.runtime.models.base import ModelRequest, ModelResponse, ToolCall
 from morphz.runtime.models.scripted import FunctionModel
+from morphz.runtime.tools.base import Tool
 
 
 def make_engine(ctx: morphz.Context, model: Any, workspace: Path, **config: Any) -> Engine:
@@ -109,3 +112,56 @@ def cancel_while_starting(ctx: morphz.Context, engine: Engine, session: str, can
     finally:
         release.set()
         del ctx.begin_activation
+
+
+# a call that changes the workspace, and one that asks for approval: the interruption tests' reply
+WRITE_A = ToolCall("c1", "write_file", json.dumps({"path": "a.txt", "content": "hi\n"}))
+ECHO = ToolCall("c2", "exec", json.dumps({"command": "echo hi"}))
+
+
+def results_of(ctx: morphz.Context, call: str) -> list[morphz.Event]:
+    """The tool_result events recorded for the call of id ``call``."""
+    return [
+        e for e in ctx.events() if e.kind == "tool_result" and (e.meta or {}).get("call") == call
+    ]
+
+
+def end_of(ctx: morphz.Context) -> int:
+    """The seq of the (first) activation_finished event."""
+    return next(e.seq for e in ctx.events() if e.kind == "activation_finished")
+
+
+def asking(*calls: ToolCall) -> FunctionModel:
+    """A model whose every reply asks for ``calls``."""
+    return FunctionModel(lambda request: ModelResponse(None, calls))
+
+
+def approving_writes(asked: asyncio.Event) -> Callable[[Tool, dict[str, Any]], Awaitable[bool]]:
+    """An approver that allows write_file and, for any other tool, sets ``asked`` and never
+    answers (the person presses Ctrl-C first)."""
+
+    async def approver(tool: Tool, args: dict[str, Any]) -> bool:
+        if tool.name == "write_file":
+            return True
+        asked.set()
+        await asyncio.Event().wait()
+        return False
+
+    return approver
+
+
+def results_busy_once(monkeypatch: pytest.MonkeyPatch, before: Callable[[], None]) -> None:
+    """Context.observe_batch fails (StoreBusyError, rolled back) the first time it is to write
+    tool results, after ``before`` (a test's synchronisation); it works as usual otherwise."""
+    observe_batch = morphz.Context.observe_batch
+    failed: list[bool] = []
+
+    def busy_once(self: morphz.Context, items: Any, **kwargs: Any) -> Any:
+        items = list(items)
+        if not failed and any(o.kind == "tool_result" for o in items):
+            failed.append(True)
+            before()
+            raise morphz.StoreBusyError("the store is busy: another process holds its lock")
+        return observe_batch(self, items, **kwargs)
+
+    monkeypatch.setattr(morphz.Context, "observe_batch", busy_once)

@@ -14,11 +14,19 @@ from typing import Any
 import pytest
 
 import morphz
-from agents import make_engine
+from agents import (
+    ECHO,
+    WRITE_A,
+    approving_writes,
+    asking,
+    end_of,
+    make_engine,
+    results_busy_once,
+    results_of,
+)
 from morphz.recall.api import Recall
 from morphz.runtime.models.base import ModelRequest, ModelResponse, ToolCall
 from morphz.runtime.models.scripted import FunctionModel
-from morphz.runtime.tools.base import Tool
 
 WAIT = 30  # seconds: a guard against a hang, never a synchronisation
 
@@ -111,19 +119,10 @@ def test_a_second_interrupt_while_results_are_written_does_not_finish_the_activa
     monkeypatch.setattr(morphz.Context, "observe_batch", slow_observe_batch)
     monkeypatch.setattr(morphz.Context, "finish_activation", watched_finish)
 
-    def model(request: ModelRequest) -> ModelResponse:
-        write = ToolCall("c1", "write_file", json.dumps({"path": "a.txt", "content": "hi\n"}))
-        return ModelResponse(None, (write, ToolCall("c2", "exec", '{"command": "echo hi"}')))
-
-    async def approver(tool: Tool, args: dict[str, Any]) -> bool:
-        if tool.name == "write_file":
-            return True
-        asked.set()
-        await asyncio.Event().wait()  # never answered
-        return False
-
     async def scenario() -> None:
-        engine = make_engine(ctx, FunctionModel(model), workspace, approver=approver)
+        engine = make_engine(
+            ctx, asking(WRITE_A, ECHO), workspace, approver=approving_writes(asked)
+        )
         task = asyncio.create_task(engine.run("write a.txt, then run echo", session="s"))
         await asked.wait()
         task.cancel()  # the first Ctrl-C
@@ -159,30 +158,13 @@ def test_results_whose_write_failed_and_rolled_back_are_recorded_by_the_interrup
     ``record_ran`` empties ``ran`` before its write (engine.py: "taken first: never recorded
     twice") and does not put the outcomes back when the write raised, so the interruption finds
     nothing to record: the workspace changed and the context never says so."""
-    observe_batch = morphz.Context.observe_batch
-    failed: list[bool] = []
-
-    def busy_once(self: morphz.Context, items: Any, **kwargs: Any) -> Any:
-        items = list(items)
-        if not failed and any(o.kind == "tool_result" for o in items):
-            failed.append(True)
-            raise morphz.StoreBusyError("the store is busy: another process holds its lock")
-        return observe_batch(self, items, **kwargs)
-
-    monkeypatch.setattr(morphz.Context, "observe_batch", busy_once)
-
-    def model(request: ModelRequest) -> ModelResponse:
-        write = ToolCall("c1", "write_file", json.dumps({"path": "a.txt", "content": "hi\n"}))
-        return ModelResponse(None, (write,))
-
-    engine = make_engine(ctx, FunctionModel(model), workspace, ask_default=True)
+    results_busy_once(monkeypatch, lambda: None)
+    engine = make_engine(ctx, asking(WRITE_A), workspace, ask_default=True)
     with pytest.raises(morphz.StoreBusyError):
         asyncio.run(engine.run("write a.txt", session="s"))
     assert (workspace / "a.txt").read_text(encoding="utf-8") == "hi\n"  # the write happened
-    events = list(ctx.events())
     assert [a.state for a in ctx.activations()] == ["interrupted"]
-    finished = next(e.seq for e in events if e.kind == "activation_finished")
-    results = [e for e in events if e.kind == "tool_result" and (e.meta or {}).get("call") == "c1"]
+    finished, results = end_of(ctx), results_of(ctx, "c1")
     assert results, "write_file ran, but its result was lost with the failed write"
     assert results[0].seq < finished
     assert ctx.audit().ok

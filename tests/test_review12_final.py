@@ -6,7 +6,6 @@ expected."""
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import threading
 from pathlib import Path
@@ -15,12 +14,12 @@ from typing import Any
 import pytest
 
 import morphz
-from agents import make_engine
+from agents import WRITE_A, end_of, make_engine, results_of
 from morphz import checks
 from morphz.capacity import Budget
 from morphz.errors import ParseError
 from morphz.ids import is_id
-from morphz.runtime.models.base import ContextTooLongError, ModelRequest, ModelResponse, ToolCall
+from morphz.runtime.models.base import ContextTooLongError, ModelRequest, ModelResponse
 from morphz.runtime.models.scripted import FunctionModel
 from morphz.runtime.tools import workspace as workspace_tools
 from morphz.runtime.tools.base import Tool
@@ -114,7 +113,7 @@ def test_a_cancel_while_a_write_runs_still_records_that_write(
     monkeypatch.setattr(workspace_tools, "create_atomic", slow_create)
 
     def model(request: ModelRequest) -> ModelResponse:
-        write = ToolCall("c1", "write_file", json.dumps({"path": "a.txt", "content": "hi\n"}))
+        write = WRITE_A
         return ModelResponse(None, (write,))
 
     async def approver(tool: Tool, args: dict[str, Any]) -> bool:
@@ -132,9 +131,7 @@ def test_a_cancel_while_a_write_runs_still_records_that_write(
     asyncio.run(scenario())
     assert (workspace / "a.txt").read_text(encoding="utf-8") == "hi\n"  # the write happened
     assert [a.state for a in ctx.activations()] == ["interrupted"]
-    events = list(ctx.events())
-    finished = next(e.seq for e in events if e.kind == "activation_finished")
-    results = [e for e in events if e.kind == "tool_result" and (e.meta or {}).get("call") == "c1"]
+    finished, results = end_of(ctx), results_of(ctx, "c1")
     assert results and results[0].seq < finished, "the file was written; the context never says"
 
 
@@ -143,7 +140,7 @@ def test_window_advice_offers_shorter_frames_only_when_frames_take_the_room(
 ) -> None:
     """batches.floor_reason: "only the remedies that can help"; under a budget the advice to
     retire or shorten frames is added only when the frames take most of the minimum
-    (``mind_share``). Under a provider's ceiling (``_window_reason``), when the fixed part
+    (``mind_share``). Under a provider's ceiling (a refusal given), when the fixed part
     alone is over the window, the reason always says "or retire, supersede or revise frames
     shorter", even with no frame at all (the mind region is a few tokens; the protocol takes
     nearly everything). Expected: with an empty mind the reason names only a larger window."""

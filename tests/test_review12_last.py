@@ -6,7 +6,6 @@ never sleeps."""
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,8 @@ from typing import Any
 import pytest
 
 import morphz
-from agents import make_engine
-from morphz.runtime.models.base import ModelRequest, ModelResponse, ToolCall
+from agents import WRITE_A, asking, end_of, make_engine, results_busy_once, results_of
+from morphz.runtime.models.base import ModelRequest, ModelResponse
 from morphz.runtime.models.scripted import FunctionModel
 
 WAIT = 30  # seconds: a guard against a hang, never a synchronisation
@@ -35,27 +34,16 @@ def test_results_whose_write_fails_after_a_ctrl_c_are_still_recorded_by_the_inte
     its write and, on CancelledError, re-raises without keeping it (calls.py: "the write goes
     on in its thread: it may land"); when it does not land, nothing records the result: the
     workspace changed and the context never says so."""
-    observe_batch = morphz.Context.observe_batch
     entered, go = threading.Event(), threading.Event()
-    failed: list[bool] = []
 
-    def busy_once(self: morphz.Context, items: Any, **kwargs: Any) -> Any:
-        items = list(items)
-        if not failed and any(o.kind == "tool_result" for o in items):
-            failed.append(True)
-            entered.set()
-            assert go.wait(WAIT)
-            raise morphz.StoreBusyError("the store is busy: another process holds its lock")
-        return observe_batch(self, items, **kwargs)
+    def before() -> None:  # the write is in flight: the test cancels it, then lets it fail
+        entered.set()
+        assert go.wait(WAIT)
 
-    monkeypatch.setattr(morphz.Context, "observe_batch", busy_once)
-
-    def model(request: ModelRequest) -> ModelResponse:
-        write = ToolCall("c1", "write_file", json.dumps({"path": "a.txt", "content": "hi\n"}))
-        return ModelResponse(None, (write,))
+    results_busy_once(monkeypatch, before)
 
     async def scenario() -> None:
-        engine = make_engine(ctx, FunctionModel(model), workspace, ask_default=True)
+        engine = make_engine(ctx, asking(WRITE_A), workspace, ask_default=True)
         task = asyncio.create_task(engine.run("write a.txt", session="s"))
         assert await asyncio.to_thread(entered.wait, WAIT)  # the results' write is in flight
         task.cancel()  # Ctrl-C
@@ -65,10 +53,8 @@ def test_results_whose_write_fails_after_a_ctrl_c_are_still_recorded_by_the_inte
 
     asyncio.run(scenario())
     assert (workspace / "a.txt").read_text(encoding="utf-8") == "hi\n"  # the write happened
-    events = list(ctx.events())
     assert [a.state for a in ctx.activations()] == ["interrupted"]
-    finished = next(e.seq for e in events if e.kind == "activation_finished")
-    results = [e for e in events if e.kind == "tool_result" and (e.meta or {}).get("call") == "c1"]
+    finished, results = end_of(ctx), results_of(ctx, "c1")
     assert results, "write_file ran, but its result was lost with the failed write"
     assert results[0].seq < finished
     assert ctx.audit().ok

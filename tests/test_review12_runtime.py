@@ -14,7 +14,16 @@ from typing import Any
 import pytest
 
 import morphz
-from agents import SMALL_BUDGET, make_engine
+from agents import (
+    ECHO,
+    SMALL_BUDGET,
+    WRITE_A,
+    approving_writes,
+    asking,
+    end_of,
+    make_engine,
+    results_of,
+)
 from morphz.capacity import Budget
 from morphz.encoding.prefix import request_text
 from morphz.interfaces import render
@@ -42,8 +51,8 @@ def test_interrupted_activation_keeps_the_results_of_calls_that_already_ran(
         nonlocal replies
         replies += 1
         if replies == 1:
-            write = ToolCall("c1", "write_file", json.dumps({"path": "a.txt", "content": "hi\n"}))
-            run = ToolCall("c2", "exec", json.dumps({"command": "echo hi"}))
+            write = WRITE_A
+            run = ECHO
             return ModelResponse(None, (write, run))
         return ModelResponse("done", ())
 
@@ -56,9 +65,7 @@ def test_interrupted_activation_keeps_the_results_of_calls_that_already_ran(
     with pytest.raises(ApprovalEnded):
         asyncio.run(engine.run("write a.txt, then run echo", session="s"))
     assert (workspace / "a.txt").read_text(encoding="utf-8") == "hi\n"  # the write happened
-    events = list(ctx.events())
-    finished = next(e.seq for e in events if e.kind == "activation_finished")
-    results = [e for e in events if e.kind == "tool_result" and (e.meta or {}).get("call") == "c1"]
+    finished, results = end_of(ctx), results_of(ctx, "c1")
     assert results, "the write_file call ran, but no tool_result of it was recorded"
     assert results[0].seq < finished
     assert ctx.audit().ok
@@ -72,19 +79,10 @@ def test_a_cancel_during_a_later_call_keeps_the_results_of_calls_that_already_ra
     interrupted ``activation_finished``, as a batch that ticks the clock once."""
     asked = asyncio.Event()
 
-    def model(request: ModelRequest) -> ModelResponse:
-        write = ToolCall("c1", "write_file", json.dumps({"path": "a.txt", "content": "hi\n"}))
-        return ModelResponse(None, (write, ToolCall("c2", "exec", '{"command": "echo hi"}')))
-
-    async def approver(tool: Tool, args: dict[str, Any]) -> bool:
-        if tool.name == "write_file":
-            return True
-        asked.set()
-        await asyncio.Event().wait()  # the person never answers: Ctrl-C comes first
-        return False
-
     async def scenario() -> None:
-        engine = make_engine(ctx, FunctionModel(model), workspace, approver=approver)
+        engine = make_engine(
+            ctx, asking(WRITE_A, ECHO), workspace, approver=approving_writes(asked)
+        )
         task = asyncio.create_task(engine.run("write a.txt, then run echo", session="s"))
         await asked.wait()
         task.cancel()

@@ -52,9 +52,10 @@ def time_us(iso: str) -> int:
 TEXT_KINDS: frozenset[str] = (OBSERVATION_KINDS - NOT_INDEXED_KINDS) | {ev.MODEL_REPLY}
 # every event kind that can have a document: what a search's kinds filter may name
 INDEXED_KINDS: frozenset[str] = TEXT_KINDS | {ev.TX_COMMITTED}
-# a committed transaction's payload keys that feed its document (the reason; the bodies of
-# frames it undid or replaced, by id): without one of them it has none
-COMMIT_TEXT_KEYS: tuple[str, ...] = ("reason", "undone", "replaced")
+# a committed transaction's payload keys holding the bodies of frames it undid or replaced (by
+# id), and all those that feed its document (the reason too): without one of them it has none
+COMMIT_BODY_KEYS: tuple[str, ...] = ("undone", "replaced")
+COMMIT_TEXT_KEYS: tuple[str, ...] = ("reason", *COMMIT_BODY_KEYS)
 
 
 def event_text(kind: str, text: str | None, payload: dict[str, Any] | None) -> str | None:
@@ -64,7 +65,7 @@ def event_text(kind: str, text: str | None, payload: dict[str, Any] | None) -> s
     if kind == ev.TX_COMMITTED:  # its reason, and the bodies it undid or replaced (with ids)
         data = payload or {}
         parts = [str(data["reason"])] if data.get("reason") else []
-        for key in COMMIT_TEXT_KEYS[1:]:
+        for key in COMMIT_BODY_KEYS:
             parts += [f"{fid} {body}" for fid, body in (data.get(key) or {}).items()]
         return "\n".join(parts) or None
     return None

@@ -12,6 +12,7 @@ from morphz.errors import InputError, RecordNotFoundError
 from morphz.events import TX_COMMITTED, Event
 from morphz.graphemes import boundary
 from morphz.ids import is_ref, ref_seq
+from morphz.recall.documents import COMMIT_BODY_KEYS
 from morphz.store.base import ReadTxn
 
 DEFAULT_READ_CHARS = 4000
@@ -70,7 +71,7 @@ def event_content(event: Event) -> str:
     if event.kind != TX_COMMITTED or not event.payload:
         return event.text
     lines = [event.text]
-    for key in ("undone", "replaced"):
+    for key in COMMIT_BODY_KEYS:
         bodies = event.payload.get(key) or {}
         # a body's own line breaks (inside its strings) continue the comment
         lines += [f"; {key} {fid}: " + body.replace("\n", "\n;   ") for fid, body in bodies.items()]

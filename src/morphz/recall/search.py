@@ -32,7 +32,7 @@ from morphz.graphemes import boundary
 from morphz.ids import make_ref
 from morphz.mind.lifecycle import OBSERVATION_KINDS
 from morphz.recall import cursors
-from morphz.recall.documents import COMMIT_TEXT_KEYS, INDEXED_KINDS, NOT_INDEXED_KINDS, time_us
+from morphz.recall.documents import COMMIT_BODY_KEYS, INDEXED_KINDS, NOT_INDEXED_KINDS, time_us
 from morphz.recall.tokenize import (
     all_in_body,
     number_phrases,
@@ -293,7 +293,7 @@ def _event_hit(row: EventRow, score: float | None) -> Hit:
     if row.kind == ev.TX_COMMITTED:  # the reason and the frames whose old bodies it holds
         said = [str(payload["reason"])] if payload.get("reason") else []  # (read @eN shows them)
         said += [
-            f"{key}: {', '.join(payload[key])}" for key in COMMIT_TEXT_KEYS[1:] if payload.get(key)
+            f"{key}: {', '.join(payload[key])}" for key in COMMIT_BODY_KEYS if payload.get(key)
         ]
         text = " — ".join([*said, text])
     lifecycle = row.lifecycle if row.kind in OBSERVATION_KINDS else None

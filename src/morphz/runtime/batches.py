@@ -65,45 +65,34 @@ def floor_reason(
     fixed = minimum.tokens - inbox
     said = f"even the minimum maintenance request needs {floor.tokens} tokens of {floor.limit}"
     refused = "" if refusal is None else f" (the provider refused larger: {refusal})"
-    if refusal is not None and floor.limit < minimum.pressure.budget.hard:
-        return _window_reason(said, fixed, floor.limit, minimum) + refused
-    where = (
-        "in the [budget] table of morphz.toml, which applies over the context's own budget"
-        if LIMIT_KEYS & set(keys)
-        else "`morphz context budget --limit N` or `--window N`"
-    )
+    if refusal is not None and floor.limit < minimum.pressure.budget.hard:  # the window binds
+        window = (
+            f"the model's context window (its provider's refusals put it at about {floor.limit})"
+        )
+        over, room = f", more than {window} leaves", f" {window}"
+        remedy = larger = LARGER_WINDOW
+    else:  # the budget binds: raised where it is set
+        where = (
+            "in the [budget] table of morphz.toml, which applies over the context's own budget"
+            if LIMIT_KEYS & set(keys)
+            else "`morphz context budget --limit N` or `--window N`"
+        )
+        over, room, remedy, larger = "", "", f"raise the budget ({where})", "raise the budget"
     if fixed > floor.limit:
         return (
             f"{said}: the protocol, the frames in view, the kernel and the tool schemas alone "
-            f"take about {fixed}, so not even the current request fits: raise the budget "
-            f"({where}){mind_share(minimum)}{refused}"
+            f"take about {fixed}{over}, so not even the current request fits: "
+            f"{remedy}{mind_share(minimum, larger)}{refused}"
         )
     return (
-        f"{said}: the current request, its dependencies and protected content do not fit: "
-        f"raise the budget ({where}), or unprotect observations (`unprotect`) or retire some "
-        f"from another session first{mind_share(minimum)}{refused}"
+        f"{said}: the current request, its dependencies and protected content do not fit"
+        f"{room}: {remedy}, or unprotect observations (`unprotect`) or retire some from another "
+        f"session first{mind_share(minimum, larger)}{refused}"
     )
 
 
 # what helps when the provider's window, not the budget, is what a request does not fit
 LARGER_WINDOW = "use a model with a larger context window"
-
-
-def _window_reason(said: str, fixed: int, limit: int, minimum: Encoding) -> str:
-    """What :func:`floor_reason` says when the provider's too-long ceiling (``limit``, below the
-    budget's hard limit) is what the minimum is over: a larger budget cannot help."""
-    window = f"the model's context window (its provider's refusals put it at about {limit})"
-    if fixed > limit:
-        return (
-            f"{said}: the protocol, the frames in view, the kernel and the tool schemas alone "
-            f"take about {fixed}, more than {window} leaves, so not even the current request "
-            f"fits: {LARGER_WINDOW}{mind_share(minimum, LARGER_WINDOW)}"
-        )
-    return (
-        f"{said}: the current request, its dependencies and protected content do not fit "
-        f"{window}: {LARGER_WINDOW}, or unprotect observations (`unprotect`) or retire some "
-        f"from another session first{mind_share(minimum, LARGER_WINDOW)}"
-    )
 
 
 def mind_share(minimum: Encoding, larger: str = "raise the budget") -> str:

@@ -307,7 +307,11 @@ def model_name(spec: str) -> str:
     and what its calibration is kept under): the spec itself, a scripted model's by its file's
     name (ScriptedModel.from_file)."""
     kind, name = check_model_spec(spec)
-    return f"scripted:{Path(name).name}" if kind == "scripted" else spec
+    if kind != "scripted":
+        return spec
+    from morphz.runtime.models.scripted import script_name
+
+    return script_name(name)
 
 
 def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:

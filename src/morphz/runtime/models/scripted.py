@@ -63,6 +63,12 @@ def _call(index: int, number: int, raw: dict[str, Any], encoding: str) -> ToolCa
     return ToolCall(f"call_{index}_{number}", str(raw["name"]), _fill(text, encoding))
 
 
+def script_name(path: str | Path) -> str:
+    """A scripted model's name: ``scripted:`` and its file's name (what its requests'
+    encodings state, and what its calibration is kept under)."""
+    return f"scripted:{Path(path).name}"
+
+
 class ScriptedModel:
     """Replays ``steps`` in order, one per request."""
 
@@ -88,7 +94,7 @@ class ScriptedModel:
             raise InputError(f"cannot read the script {path}: {exc}") from exc
         if not isinstance(data, list):
             raise InputError(f"the script {path} must be a JSON list of steps")
-        return cls(data, name=f"scripted:{Path(path).name}")
+        return cls(data, name=script_name(path))
 
     @property
     def name(self) -> str:
