@@ -23,8 +23,8 @@ import pytest
 from click.testing import CliRunner
 
 import morphz
+from morphz import activating, owners
 from morphz import events as ev
-from morphz import owners
 from morphz.errors import InputError
 from morphz.interfaces.cli import main
 from morphz.owners import Owner, current_owner, host_name, owner_alive, process_start
@@ -370,7 +370,7 @@ def test_other_input_errors_are_not_swallowed(path: Path, monkeypatch: pytest.Mo
         def refuse(*args: Any, **kwargs: Any) -> None:
             raise InputError("something else went wrong")
 
-        monkeypatch.setattr(ctx, "finish_activation", refuse)
+        monkeypatch.setattr(activating, "finish", refuse)
         with pytest.raises(InputError, match="something else"):
             ctx.interrupt_orphaned()
 

@@ -69,8 +69,15 @@ def start(ctx: Context, session: str, objective: str | None, rooted: Rooted) -> 
     return activation_id
 
 
-def finish(ctx: Context, activation_id: str, state: str, reason: str | None) -> None:
-    """Mark an activation delivered, failed or interrupted (see Context.finish_activation)."""
+def finish(
+    ctx: Context,
+    activation_id: str,
+    state: str,
+    reason: str | None,
+    before: Callable[[WriteTxn, ActivationRow], None] | None = None,
+) -> None:
+    """Mark an activation delivered, failed or interrupted (see Context.finish_activation);
+    ``before`` writes what goes before the end, in the same transaction, under the lock."""
     if state not in ("delivered", "failed", "interrupted"):
         raise InputError("an activation finishes as delivered, failed or interrupted")
     appending.check_reason(reason)
@@ -78,12 +85,17 @@ def finish(ctx: Context, activation_id: str, state: str, reason: str | None) -> 
     with ctx.db.store.read(ctx.id) as r:
         session = running(r, ctx.id, activation_id).session_id
 
-    def put(w: WriteTxn, seq: int) -> None:
+    def check(w: WriteTxn) -> None:
         act = running(w, ctx.id, activation_id)  # again, under the writer lock
+        if before is not None:
+            before(w, act)
+
+    def put(w: WriteTxn, seq: int) -> None:
+        act = running(w, ctx.id, activation_id)
         w.put_activation(replace(act, state=state, finished_seq=seq))
 
     payload = {"activation": activation_id, "state": state, "reason": reason}
-    ctx._runtime_event(ev.ACTIVATION_FINISHED, None, payload, session, on_write=put)
+    ctx._runtime_event(ev.ACTIVATION_FINISHED, None, payload, session, on_write=put, before=check)
 
 
 def running(r: ReadTxn, context_id: str, activation_id: str) -> ActivationRow:
@@ -113,9 +125,17 @@ def interrupt_orphaned(ctx: Context, reason: str, include_unowned: bool) -> list
 
 
 def interrupt(ctx: Context, activation_id: str, reason: str) -> bool:
-    """Finish one activation as interrupted; False when another caller finished it first."""
+    """Finish one activation whose process is gone as interrupted, with a result for each call
+    of its last model reply that has none (:func:`unanswered`), in one transaction; False when
+    another caller finished it first."""
+
+    def answer(w: WriteTxn, act: ActivationRow) -> None:
+        results = unanswered(w, act, reason)
+        if results:
+            ctx._append(w, act.session_id, results, ctx.db.timestamp(), may_tick=False)
+
     try:
-        ctx.finish_activation(activation_id, "interrupted", reason)
+        finish(ctx, activation_id, "interrupted", reason, before=answer)
     except InputError:
         with ctx.db.store.read(ctx.id) as r:
             now = r.activation(activation_id)
@@ -123,6 +143,38 @@ def interrupt(ctx: Context, activation_id: str, reason: str) -> bool:
             raise
         return False
     return True
+
+
+def unanswered(r: ReadTxn, act: ActivationRow, reason: str) -> list[appending.Checked]:
+    """A result for each tool call of ``act``'s last model reply that no observation answers
+    (``meta.call``): the process died between the reply and the results, so the call may have
+    run, in whole or in part, or not at all. Without one the next activation would see the
+    request and nothing of the work already done (a deployment, a file written)."""
+    reply: ev.Event | None = None
+    answered: set[str] = set()
+    for event in r.events(act.started_seq):
+        payload = event.payload or {}
+        if event.kind == ev.MODEL_REPLY and payload.get("activation") == act.activation_id:
+            reply, answered = event, set()
+        elif reply is not None and event.session_id == act.session_id and event.meta:
+            call = event.meta.get("call")
+            if isinstance(call, str):
+                answered.add(call)
+    if reply is None or reply.payload is None:
+        return []
+    results: list[appending.Checked] = []
+    for call in reply.payload.get("tool_calls", []):
+        name, call_id = call.get("name"), call.get("id")
+        if not isinstance(call_id, str) or call_id in answered:
+            continue
+        text = (
+            f"{name} has no result: {reason} after the model asked for this call ({reply.ref}), "
+            "so it may have run, in whole or in part, or not at all; check before running it "
+            "again"
+        )
+        meta = {"tool": name, "call": call_id, "error": True}
+        results.append(appending.check(appending.Observation("tool_result", text, meta=meta)))
+    return results
 
 
 def check_activation_id(value: object) -> str:

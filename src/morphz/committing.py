@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from morphz import events as ev
+from morphz import owners
 from morphz.capacity import Budget, budget_over
 from morphz.errors import BudgetError
 from morphz.ids import make_ref
@@ -55,7 +56,7 @@ def commit_in(
         else {}
     )
     rebased = decide_rebase(tx, row.version, row.barrier, changed)
-    env = Env(session, w.session_busy, w.causally_protected, _threshold(w))
+    env = Env(session, w.session_busy, w.causally_protected, _orphan_note(w), _threshold(w))
     changes = apply_tx(w, tx, env)
     ensure_session(w, changes, session)
     version, seq = row.version + 1, row.last_seq + 1
@@ -118,6 +119,25 @@ def commit_in(
     )
     w.touch_session(session, seq, recorded)
     return receipt
+
+
+def _orphan_note(w: WriteTxn) -> Callable[[int], str]:
+    """What a refusal to retire a running activation's root adds when the process running that
+    activation is provably gone: no reply will come, and recovery lifts the protection."""
+
+    def note(seq: int) -> str:
+        for act in w.activations(running_only=True):
+            owner = act.owner
+            if act.root_seq == seq and owner is not None and owners.owner_alive(owner) is False:
+                return (
+                    f"; its process ({owner.describe()}) is gone and will never reply: "
+                    f"`morphz context recover {w.row.context_id}` (Context."
+                    "interrupt_orphaned()) marks the activation interrupted, which lifts "
+                    "the protection"
+                )
+        return ""
+
+    return note
 
 
 def _old_bodies(changes: Changes, reindex: dict[str, Frame | None]) -> dict[str, dict[str, str]]:

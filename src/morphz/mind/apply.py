@@ -50,13 +50,16 @@ class Env:
 
     ``session``: the session committing (may not retire itself). ``session_busy``: whether a
     session has running work. ``causally_protected``: whether an observation is the undelivered
-    root request of a running activation. ``preview_threshold``: the characters above which the
-    inbox shows an observation as a preview.
+    root request of a running activation. ``root_note``: what the refusal to retire such a root
+    adds (the runtime's word when the activation's process is gone: how to recover it).
+    ``preview_threshold``: the characters above which the inbox shows an observation as a
+    preview.
     """
 
     session: str = "default"
     session_busy: Callable[[str], bool] = _never
     causally_protected: Callable[[int], bool] = _never
+    root_note: Callable[[int], str] = lambda _: ""
     # the context's preview threshold (receipts count a long observation as its preview)
     preview_threshold: Callable[[], int] = lambda: DEFAULT_PREVIEW_THRESHOLD
     # whether the receipt's figures are wanted: a replay (the audit) rebuilds the state, which
@@ -236,11 +239,11 @@ def _retire(a: _Apply, op: o.Retire) -> None:
             _retire_frame(a, target)
 
 
-def _root_stays(ref: str) -> str:
+def _root_stays(a: _Apply, ref: str, seq: int) -> str:
     """Why the runtime keeps ``ref``, the root request of a running activation."""
     return (
         f"{ref} is the root request of a running activation: the runtime keeps it protected "
-        "until its reply is delivered; drop this operation"
+        f"until its reply is delivered; drop this operation{a.env.root_note(seq)}"
     )
 
 
@@ -249,7 +252,7 @@ def _retire_obs(a: _Apply, ref: str) -> None:
     if obs.protected:
         raise a.fail(ProtectedError, f"{ref} is protected: unprotect it first", target=ref)
     if a.env.causally_protected(obs.seq):
-        raise a.fail(ProtectedError, _root_stays(ref), target=ref)
+        raise a.fail(ProtectedError, _root_stays(a, ref, obs.seq), target=ref)
     if obs.lifecycle == "retired":
         raise a.fail(ValidationError, f"{ref} is already retired; nothing to retire", target=ref)
     a.put_obs(obs.with_life("retired", obs.protected))
@@ -354,7 +357,7 @@ def _unprotect(a: _Apply, op: o.Unprotect) -> None:
         if target.startswith("@"):
             obs = a.need_obs(target)
             if not obs.protected and a.env.causally_protected(obs.seq):
-                raise a.fail(ProtectedError, _root_stays(target), target=target)
+                raise a.fail(ProtectedError, _root_stays(a, target, obs.seq), target=target)
             if not obs.protected:
                 raise a.fail(
                     ValidationError,

@@ -116,6 +116,39 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+class _Warden:
+    """A small process that ends a command's process group if this process dies while the
+    command runs (killed with SIGKILL, by the OOM killer, a crash): it waits on a pipe only this
+    process holds open, and kills the group when the pipe reaches its end. It runs in a session
+    of its own, so a signal to this process's group (job control, a CI runner) does not take it
+    away before it acts. Without it a command killed only from here would outlive the agent."""
+
+    def __init__(self, pgid: int) -> None:
+        read, self._write = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                ["/bin/sh", "-c", 'read _; kill -9 "-$1" 2>/dev/null', "morphz-warden", str(pgid)],
+                stdin=read,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            os.close(self._write)
+            raise ToolError(
+                f"exec: cannot start the command's warden: {exc.strerror or exc}"
+            ) from None
+        finally:
+            os.close(read)
+
+    def dismiss(self) -> None:
+        """The command's group was ended here: stop the warden first (so it never signals a
+        group number reused later), then close the pipe."""
+        self._proc.kill()
+        self._proc.wait()
+        os.close(self._write)
+
+
 def _environment(hidden: Iterable[str], extra: Mapping[str, str] | None) -> dict[str, str]:
     drop = set(hidden)
     env = {k: v for k, v in os.environ.items() if k not in drop}
@@ -157,7 +190,9 @@ def exec_tool(
         except OSError as exc:
             raise ToolError(f"exec: cannot start the shell: {exc.strerror or exc}") from None
         timed_out = False
+        warden: _Warden | None = None
         try:
+            warden = _Warden(transport.get_pid())
             await asyncio.wait_for(capture.exited.wait(), timeout)
         except TimeoutError:
             timed_out = True
@@ -165,6 +200,8 @@ def exec_tool(
             # the shell leads its own process group: end the group (background jobs included),
             # wait for the exit, give the pipes a moment to drain, then close them
             _kill_group(transport.get_pid())
+            if warden is not None:
+                warden.dismiss()
             await capture.exited.wait()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(capture.closed.wait(), _DRAIN_S)
