@@ -90,7 +90,7 @@ def test_exec_fails_visibly_when_the_script_runs_out(setup: tuple[Path, Path, Pa
     args = ["exec", "prepare", "--model", f"scripted:{script}", "--workspace", str(workspace)]
     result = CliRunner().invoke(main, [*args, "--db", str(db)])
     assert result.exit_code == 1
-    assert "activation failed" in result.stdout and "script has only 1 steps" in result.stdout
+    assert "activation failed" in result.stdout and "script has only 1 step" in result.stdout
 
 
 def test_chat_slash_commands_and_one_turn(setup: tuple[Path, Path, Path]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -66,7 +67,8 @@ def run(echo: Echo, *, keep: Path | None = None) -> bool:
     final audit passes."""
     if keep is not None:
         ok = run_at(keep, echo)
-        echo(f"\nthe store is kept at {keep}: try `morphz context show --db {keep}`")
+        where = shlex.quote(str(keep))
+        echo(f"\nthe store is kept at {keep}: try `morphz context show --db {where}`")
         return ok
     with tempfile.TemporaryDirectory(prefix="morphz-demo-") as folder:
         return run_at(Path(folder) / "morphz.db", echo)

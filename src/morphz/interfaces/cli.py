@@ -418,7 +418,7 @@ def _check_named(ctx: morphz.Context, activation: str) -> None:
     if not found:
         raise morphz.InputError(
             f"no running activation {activation!r} in context '{ctx.id}': "
-            "`morphz context recover` lists the running ones"
+            f"`morphz context recover {ctx.id}` lists the running ones"
         )
     owner = found[0].owner
     if owner is not None and owner_alive(owner):
@@ -463,7 +463,9 @@ def _fresh_path(_ctx: click.Context, _param: click.Parameter, value: Path | None
     return value
 
 
-@main.command("demo", short_help="Run the seed's deployment example (no model, no network).")
+@main.command(
+    "demo", short_help="Run the seed's deployment example as an agent (scripted model, no key)."
+)
 @click.option(
     "--keep",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -472,7 +474,8 @@ def _fresh_path(_ctx: click.Context, _param: click.Parameter, value: Path | None
     help="Build the demo store at PATH (a new file) and keep it, instead of a temp folder.",
 )
 def demo_command(*, keep: Path | None) -> None:
-    """Run the seed's deployment example on a fresh store, without any model or network."""
+    """Run the seed's deployment example on a fresh store: an agent run by the runtime with a
+    scripted model, so it needs no API key and no network."""
     if not demo_module.run(out, keep=keep):
         fail()
 

@@ -15,21 +15,56 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from morphz.errors import InputError
+from morphz.errors import InputError, ParseError
 from morphz.runtime.models.base import BadResponseError, ModelRequest, ModelResponse, ToolCall
-
-_VERSION = re.compile(r"\(mind-version (\d+)\)")
-_REFS = re.compile(r"\(observation (@e\d+) ")
+from morphz.txlang.sexpr import Atom, SList, read
 
 
 def _fill(text: str, encoding: str) -> str:
     if "{" not in text:
         return text
-    version = _VERSION.findall(encoding)
-    refs = _REFS.findall(encoding)
-    out = text.replace("{version}", version[-1] if version else "0")
+    version, refs = _shown(encoding)
+    out = text.replace("{version}", version)
     out = out.replace("{last_ref}", refs[-1] if refs else "@e0")
     return re.sub(r"\{ref:(-?\d+)\}", lambda m: _ref(refs, int(m.group(1))), out)
+
+
+def _shown(encoding: str) -> tuple[str, list[str]]:
+    """The mind version the request states last and the refs of its inbox in order: the seed's
+    ``(inbox ...)`` items, then each increment's ``(arrived ...)`` less its ``(retired ...)``.
+    Read as S-expressions, so an ``(observation @eN`` inside a text or a frame body is not one."""
+    try:
+        nodes = read(encoding)
+    except ParseError as exc:
+        raise BadResponseError(f"the script cannot read the request's encoding: {exc}") from None
+    version, refs = "0", []
+    regions: list[SList] = []  # a region may stand alone (a partial encoding, in tests)
+    for node in nodes:
+        if type(node) is SList:
+            wrapped = node.head in ("context-encoding", "context-delta")
+            regions.extend(_lists(node) if wrapped else [node])
+    for item in regions:
+        if item.head == "inbox":
+            refs = [_atom(o, 1) for o in _lists(item) if o.head == "observation"]
+        elif item.head == "arrived" and len(item.items) > 1 and type(item.items[1]) is SList:
+            refs.append(_atom(item.items[1], 1))
+        elif item.head == "retired":
+            gone = {_atom(item, i) for i in range(1, len(item.items))}
+            refs = [ref for ref in refs if ref not in gone]
+        elif item.head in ("kernel", "kernel-update"):
+            for entry in _lists(item):
+                if entry.head == "mind-version":
+                    version = _atom(entry, 1)
+    return version, [ref for ref in refs if ref]
+
+
+def _lists(node: SList) -> list[SList]:
+    return [item for item in node.items[1:] if type(item) is SList]
+
+
+def _atom(node: SList, index: int) -> str:
+    item = node.items[index] if index < len(node.items) else None
+    return item.text if type(item) is Atom else ""
 
 
 def _ref(refs: list[str], index: int) -> str:
@@ -102,7 +137,8 @@ class ScriptedModel:
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         if self.position >= len(self.steps):
-            raise BadResponseError(f"the script has only {len(self.steps)} steps")
+            count = len(self.steps)
+            raise BadResponseError(f"the script has only {count} step{'s' if count != 1 else ''}")
         index = self.position
         step = self.steps[index]
         self.position += 1
