@@ -14,12 +14,16 @@ MAX_SHIFT = 32  # characters a cut moves at most to keep a character whole
 def _joins(text: str, cut: int) -> bool:
     """Whether cutting ``text`` before index ``cut`` would split what a reader sees as one
     character: a mark (a combining accent, an Indic or Thai vowel sign, a keycap), variation
-    selector, emoji modifier or tag after the cut, a zero-width joiner on either side of it, or
-    the two halves of a flag."""
+    selector, emoji modifier or tag after the cut, a zero-width joiner on either side of it, the
+    two halves of a flag, a Hangul syllable spelled in jamo, an Indic conjunct (a virama and
+    the consonant after it), or CR LF."""
     after, before = text[cut], text[cut - 1]
     point = ord(after)
     return (
         unicodedata.category(after)[0] == "M"
+        or _hangul_joins(ord(before), point)
+        or (before in _LINKERS and unicodedata.category(after) == "Lo")
+        or (before == "\r" and after == "\n")
         or after in _JOINERS
         or before in _JOINERS
         or 0xFE00 <= point <= 0xFE0F
@@ -27,6 +31,37 @@ def _joins(text: str, cut: int) -> bool:
         or 0x1F3FB <= point <= 0x1F3FF
         or 0xE0020 <= point <= 0xE007F
         or (_regional(after) and _flag_half(text, cut))
+    )
+
+
+# viramas that join the consonants around them into one conjunct (Unicode 15.1, GB9c:
+# Indic_Conjunct_Break=Linker): Devanagari, Bengali, Gujarati, Oriya, Telugu, Malayalam
+_LINKERS = {"\u094d", "\u09cd", "\u0acd", "\u0b4d", "\u0c4d", "\u0d4d"}
+
+
+def _hangul(point: int) -> str:
+    """The Hangul syllable type of a code point: L, V, T (jamo), LV, LVT (syllables) or ''."""
+    if 0x1100 <= point <= 0x115F or 0xA960 <= point <= 0xA97C:
+        return "L"
+    if 0x1160 <= point <= 0x11A7 or 0xD7B0 <= point <= 0xD7C6:
+        return "V"
+    if 0x11A8 <= point <= 0x11FF or 0xD7CB <= point <= 0xD7FB:
+        return "T"
+    if 0xAC00 <= point <= 0xD7A3:
+        return "LV" if (point - 0xAC00) % 28 == 0 else "LVT"
+    return ""
+
+
+def _hangul_joins(before: int, after: int) -> bool:
+    """Whether two code points belong to one Hangul syllable (GB6-GB8): L before L, V or a
+    syllable; LV or V before V or T; LVT or T before T."""
+    if before < 0x1100 or after < 0x1100:  # the common case, without the lookups
+        return False
+    left, right = _hangul(before), _hangul(after)
+    return (
+        (left == "L" and right in ("L", "V", "LV", "LVT"))
+        or (left in ("LV", "V") and right in ("V", "T"))
+        or (left in ("LVT", "T") and right == "T")
     )
 
 
