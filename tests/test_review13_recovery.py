@@ -33,6 +33,7 @@ import pytest
 
 import morphz
 from morphz import events as ev
+from morphz import owners
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 CONTEXT = "context-default"
@@ -287,3 +288,17 @@ def test_recovery_of_an_activation_that_never_replied_writes_only_its_end(tmp_pa
         assert ctx.interrupt_running() == [act]
         after = [e.kind for e in ctx.events() if e.seq > start.seq]
         assert after == ["activation_started", "activation_finished"]
+
+
+def test_an_activation_this_process_still_runs_is_not_recovered(tmp_path: Path) -> None:
+    """The process that started an activation and has not ended it still runs it: recovery in
+    that same process leaves it alone; once its run ended without recording the end (the
+    engine's run ended, ``owners.untrack``), recovery marks it."""
+    with morphz.open(tmp_path / "m.db") as db:
+        ctx = db.context(CONTEXT, create=True)
+        _, act = ctx.begin_activation("default", "deploy v2")
+        assert ctx.interrupt_orphaned() == []
+        owners.untrack(act)
+        assert ctx.interrupt_orphaned() == [act]
+        (finished,) = [e for e in ctx.events() if e.kind == "activation_finished"]
+        assert "no longer runs it" in (finished.payload or {})["reason"]

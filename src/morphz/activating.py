@@ -66,6 +66,7 @@ def start(ctx: Context, session: str, objective: str | None, rooted: Rooted) -> 
         return {"activation": activation_id, "root": root[0][1], "objective": objective}
 
     ctx._runtime_event(ev.ACTIVATION_STARTED, None, payload, session, on_write=put, before=before)
+    owners.track(activation_id)
     return activation_id
 
 
@@ -96,6 +97,7 @@ def finish(
 
     payload = {"activation": activation_id, "state": state, "reason": reason}
     ctx._runtime_event(ev.ACTIVATION_FINISHED, None, payload, session, on_write=put, before=check)
+    owners.untrack(activation_id)
 
 
 def running(r: ReadTxn, context_id: str, activation_id: str) -> ActivationRow:
@@ -115,8 +117,10 @@ def interrupt_orphaned(ctx: Context, reason: str, include_unowned: bool) -> list
             if not include_unowned:
                 continue
             detail = "no owner was recorded"
-        elif owners.owner_alive(owner) is False:
-            detail = f"owner {owner.describe()} is gone"
+        elif owners.still_runs(owner, act.activation_id) is False:
+            detail = f"owner {owner.describe()} " + (
+                "no longer runs it" if owner == owners.current_owner() else "is gone"
+            )
         else:
             continue
         if interrupt(ctx, act.activation_id, f"{reason} ({detail})"):

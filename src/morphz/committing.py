@@ -128,9 +128,10 @@ def _orphan_note(w: WriteTxn) -> Callable[[int], str]:
     def note(seq: int) -> str:
         for act in w.activations(running_only=True):
             owner = act.owner
-            if act.root_seq == seq and owner is not None and owners.owner_alive(owner) is False:
+            gone = owner is not None and owners.still_runs(owner, act.activation_id) is False
+            if act.root_seq == seq and owner is not None and gone:
                 return (
-                    f"; its process ({owner.describe()}) is gone and will never reply: "
+                    f"; its process ({owner.describe()}) no longer runs it and will never reply: "
                     f"`morphz context recover {w.row.context_id}` (Context."
                     "interrupt_orphaned()) marks the activation interrupted, which lifts "
                     "the protection"

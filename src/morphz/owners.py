@@ -104,4 +104,37 @@ def owner_alive(owner: Owner) -> bool | None:
     return f"{boot}:{fields[19]}" == owner.started
 
 
-__all__ = ["Owner", "current_owner", "host_name", "owner_alive", "process_start"]
+# The activations this process started and still runs. A run that ended, even by an error that
+# kept its end from being recorded (a store busy past its timeout), is no longer one: this
+# process will not record that end, so recovery may, although the process lives on.
+_RUNNING: set[str] = set()
+
+
+def track(activation_id: str) -> None:
+    """This process runs ``activation_id`` (its start was recorded)."""
+    _RUNNING.add(activation_id)
+
+
+def untrack(activation_id: str) -> None:
+    """This process no longer runs ``activation_id`` (its end was recorded, or its run ended)."""
+    _RUNNING.discard(activation_id)
+
+
+def still_runs(owner: Owner, activation_id: str) -> bool | None:
+    """Whether ``owner`` still runs ``activation_id``: when ``owner`` is this process, whether
+    it tracks the activation; otherwise whether that process lives (:func:`owner_alive`)."""
+    if owner == current_owner():
+        return activation_id in _RUNNING
+    return owner_alive(owner)
+
+
+__all__ = [
+    "Owner",
+    "current_owner",
+    "host_name",
+    "owner_alive",
+    "process_start",
+    "still_runs",
+    "track",
+    "untrack",
+]

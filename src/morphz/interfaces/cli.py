@@ -22,7 +22,7 @@ import morphz
 from morphz import DEFAULT_CONTEXT, DEFAULT_SESSION, DEFAULT_WINDOW, OBSERVATION_KINDS
 from morphz import demo as demo_module
 from morphz.interfaces import render
-from morphz.owners import owner_alive
+from morphz.owners import owner_alive, still_runs
 from morphz.store.base import ActivationRow
 from morphz.txlang.sexpr import unicode_problem
 
@@ -421,7 +421,7 @@ def _check_named(ctx: morphz.Context, activation: str) -> None:
             f"`morphz context recover {ctx.id}` lists the running ones"
         )
     owner = found[0].owner
-    if owner is not None and owner_alive(owner):
+    if owner is not None and still_runs(owner, activation):
         raise morphz.InputError(
             f"activation {activation} is run by process {owner.pid}, alive on this host: stop it "
             "first (it records its own end)"

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from morphz import events as ev
+from morphz import owners
 from morphz.capacity import Budget, budget_over, select_batch
 from morphz.encoding.compile import Encoding
 from morphz.encoding.options import EncodeOptions
@@ -209,6 +210,12 @@ class Engine:
             raise
         run = _Run(self, act, session, root.seq, goal or "answer the user")
         run.result.events.append(root.ref)
+        try:
+            return await self._loop(run)
+        finally:  # however it ended, this process no longer runs it (its end may be unrecorded)
+            owners.untrack(act)
+
+    async def _loop(self, run: _Run) -> ActivationResult:
         try:
             await run.loop()
         except ApprovalEnded as exc:  # the person's input ended at an approval prompt
