@@ -364,7 +364,8 @@ def test_429_exhausted_backs_off_exponentially_then_raises() -> None:
     assert replay.sleeps == [1.125, 2.25, 4.5]
     assert isinstance(error, RateLimitError) and error.retry_after is None
     assert isinstance(error.__cause__, openai.RateLimitError)
-    assert "gave up after 3 retries" in error.__notes__
+    # in the message, which is what the engine records and prints
+    assert "gave up after 3 retries (8 s): run again later" in error.message
     assert "Rate limit reached" in error.message
 
 

@@ -41,6 +41,7 @@ from morphz.checks import check_whole
 from morphz.errors import InputError
 from morphz.runtime.models.anthropic_messages import PROMPT_CACHE
 from morphz.runtime.models.base import Model
+from morphz.runtime.models.sdk import check_base_url
 from morphz.runtime.tools.base import POLICIES, Policy
 
 DEFAULT_POLICIES: dict[str, Policy] = {
@@ -137,6 +138,8 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         policies[str(tool)] = policy
     anthropic = _anthropic(data)
     openai = _text_table(data, "openai", ("base_url",), 'base_url = "http://localhost:11434/v1"')
+    if openai.get("base_url"):
+        check_base_url(openai["base_url"], "[openai] base_url")
     profile = _profile_path(data.get("profile"))
     return Settings(
         model=_model(data.get("model")),
@@ -250,6 +253,8 @@ def _anthropic(data: dict[str, Any]) -> dict[str, str]:
             f"[anthropic] prompt_cache must be {', '.join(PROMPT_CACHE[:-1])} or "
             f"{PROMPT_CACHE[-1]}, not {cache!r}"
         )
+    if section.get("base_url"):
+        check_base_url(section["base_url"], "[anthropic] base_url")
     return section
 
 
@@ -329,6 +334,8 @@ def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:
             raise InputError(
                 "set OPENAI_API_KEY (or OPENAI_BASE_URL / [openai] base_url for a local server)"
             )
+        if settings.openai_base_url:  # [openai] base_url was checked as the file was read
+            check_base_url(settings.openai_base_url, "OPENAI_BASE_URL")
         return OpenAIChatModel(name, base_url=settings.openai_base_url, api_key=key)
     if kind == "anthropic":
         from morphz.runtime.models.anthropic_messages import AnthropicMessagesModel

@@ -48,7 +48,7 @@ from morphz.runtime.models.base import (
     ToolSchema,
     Usage,
 )
-from morphz.runtime.models.sdk import PREAMBLE, SdkAdapter
+from morphz.runtime.models.sdk import PREAMBLE, TIMEOUT, SdkAdapter
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -60,9 +60,6 @@ PROVIDER = "Anthropic"
 # the cache lifetime of the marks (the first is the default), or no marks
 PROMPT_CACHE = ("5m", "1h", "off")
 MAX_MARKS = 4  # the API's limit of cache_control breakpoints per request
-# Seconds a (non-streaming) request may take. Given explicitly: with the SDK's default the SDK
-# refuses, before sending, any output budget it reckons could take over ten minutes.
-REQUEST_TIMEOUT = 600.0
 
 
 def load_sdk() -> ModuleType:
@@ -110,8 +107,9 @@ class AnthropicMessagesModel(SdkAdapter):
                 messages=cast("list[MessageParam]", messages),
                 tools=cast("list[ToolUnionParam]", tools) if tools else self._sdk.omit,
                 max_tokens=self.output_tokens(request),
-                # explicit, so the SDK does not refuse a large output budget without streaming
-                timeout=REQUEST_TIMEOUT,
+                # explicit (ten minutes to answer, five seconds to connect), so the SDK does not
+                # refuse, before sending, an output budget it reckons could take over ten minutes
+                timeout=TIMEOUT,
             )
             return bytes(raw.http_response.content)
 

@@ -9,8 +9,9 @@ whether trying again can help) in exactly one place; :func:`call_with_retries` d
   and connection errors are retried up to ``max_retries`` times, waiting the server's
   ``Retry-After`` when it sent one, otherwise an exponential backoff with jitter;
 - everything else (authentication, context too long, other 4xx) is raised at once;
-- the translated error is raised ``from`` the SDK exception (nothing is swallowed), with a note
-  saying how many retries were made.
+- the translated error is raised ``from`` the SDK exception (nothing is swallowed); its message
+  says how many retries were made, and how long the provider asked to wait when that was more
+  than is waited here (the engine records and prints only the message).
 """
 
 from __future__ import annotations
@@ -41,15 +42,24 @@ Sleep = Callable[[float], Awaitable[object]]
 # llama.cpp server: exceed_context_size_error, "exceeds the available context size".
 # Anthropic: "prompt is too long: N tokens > M maximum", 413 request_too_large, and "input length
 # and `max_tokens` exceed context limit: N + K > M". Any HTTP 413 (a proxy's body-size limit).
+# Gemini: "The input token count (N) exceeds the maximum number of tokens allowed (M)".
+# Hugging Face TGI (HTTP 422): "`inputs` tokens + `max_new_tokens` must be <= W. Given: N
+# `inputs` tokens and K `max_new_tokens`", "`inputs` must have less than M tokens. Given: N".
+# LM Studio: "Trying to keep the first N tokens when context the overflows. However, the model is
+# loaded with context length of only M tokens".
 _CONTEXT_TOO_LONG = re.compile(
     r"context_length_exceeded|maximum context length|context length exceeded"
     r"|exceeds? (?:the )?(?:maximum|max|available) context|exceed_context_size"
     r"|context window|too long to fit|longer than the maximum model length"
     r"|prompt is too long|prompt too long|input is too long|too many tokens"
     r"|input length exceeds|reduce the length of the messages|request_too_large"
-    r"|exceed context limit"
+    r"|exceed context limit|exceeds the maximum number of tokens"
+    r"|tokens \+ `max_new_tokens` must be|`inputs` must have less than"
+    r"|context the overflows|context length of only"
 )
+_TOO_LONG_STATUSES = frozenset({400, 422})  # 422: TGI's validation errors
 _RETRY_STATUSES = frozenset({408, 409, 429})
+_RETRY_ADVICE = "run again later"
 _MESSAGE_LIMIT = 600
 _TAGS = re.compile(r"<[^>]*>")
 
@@ -61,6 +71,7 @@ class Failure:
     error: ProviderError
     retryable: bool = False
     retry_after: float | None = None
+    advice: str = _RETRY_ADVICE  # what to do once the retries are spent
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +118,7 @@ async def call_with_retries(
     ``translate`` returns ``None`` for exceptions that are not provider failures: those are
     re-raised unchanged.
     """
-    attempt = 0
+    attempt, waited = 0, 0.0
     while True:
         try:
             return await call()
@@ -117,13 +128,34 @@ async def call_with_retries(
                 raise
             delay = _next_delay(failure, attempt, max_retries, backoff)
             if delay is None:
-                if attempt:
-                    failure.error.add_note(f"gave up after {attempt} retries")
-                raise failure.error from exc
-            attempt += 1
+                raise given_up(failure, attempt, waited, backoff) from exc
+            attempt, waited = attempt + 1, waited + delay
             if on_retry is not None:
                 on_retry(Retry(attempt, delay, failure.error))
             await sleep(delay)
+
+
+def given_up(failure: Failure, retries: int, waited: float, backoff: Backoff) -> ProviderError:
+    """``failure``'s error, its message saying what waiting was tried and what to do next: the
+    retries made, the wait the provider asked for when it is more than is waited here."""
+    error, asked = failure.error, failure.retry_after
+    said = []
+    if retries:
+        times = "retry" if retries == 1 else "retries"
+        said.append(f"gave up after {retries} {times} ({waited:.0f} s)")
+    if failure.retryable and asked is not None and asked > backoff.max_retry_after:
+        said.append(f"the provider asks to wait {asked:.0f} s: run again after that")
+    elif retries:
+        said[-1] += f": {failure.advice}"
+    if said:
+        restate(error, f"{error.message.rstrip('.')}; {'; '.join(said)}")
+    return error
+
+
+def restate(error: ProviderError, message: str) -> None:
+    """Make ``message`` ``error``'s message (what the engine records and prints)."""
+    error.message = message
+    error.args = (message,)
 
 
 def _next_delay(failure: Failure, attempt: int, max_retries: int, backoff: Backoff) -> float | None:
@@ -154,47 +186,63 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-_USED_OVER_MAX = re.compile(r"(\d+) tokens > (\d+) maximum")  # Anthropic
-_INPUT_PLUS_OUTPUT = re.compile(r"(\d+) \+ (\d+) > (\d+)")  # Anthropic: input + max_tokens
-# vLLM: "you requested T tokens (N in the messages, K in the completion)": the input that fits
-# is the maximum less the completion, not a share of T
-_MAX_WITH_COMPLETION = re.compile(
-    r"maximum context length is (\d+) tokens\. However, you requested \d+ tokens \((\d+) in "
-    r"the messages, (\d+) in the completion\)"
+# The numbers too-long refusals state, each form with the (used, maximum) input tokens they give:
+# where the window must also hold the output budget, the input that fits is the window less it.
+_SHARE_FORMS: tuple[tuple[re.Pattern[str], Callable[..., tuple[int, int]]], ...] = (
+    # Anthropic: "input length and `max_tokens` exceed context limit: N + K > W"
+    (re.compile(r"(\d+) \+ (\d+) > (\d+)"), lambda n, k, w: (n, w - k)),
+    # vLLM: "maximum context length is W tokens. However, you requested T tokens (N in the
+    # messages, K in the completion)"
+    (
+        re.compile(
+            r"maximum context length is (\d+) tokens\. However, you requested \d+ tokens \((\d+) "
+            r"in the messages, (\d+) in the completion\)"
+        ),
+        lambda w, n, k: (n, w - k),
+    ),
+    # TGI: "`inputs` tokens + `max_new_tokens` must be <= W. Given: N `inputs` tokens and K
+    # `max_new_tokens`"
+    (
+        re.compile(r"must be <= (\d+)\. Given: (\d+) `inputs` tokens and (\d+) `max_new_tokens`"),
+        lambda w, n, k: (n, w - k),
+    ),
+    # Anthropic: "prompt is too long: N tokens > M maximum"
+    (re.compile(r"(\d+) tokens > (\d+) maximum"), lambda n, m: (n, m)),
+    # OpenAI, vLLM and others of their wording
+    (
+        re.compile(
+            r"maximum context length is (\d+) tokens\. However, (?:your messages resulted in|you "
+            r"requested) (\d+) tokens"
+        ),
+        lambda m, n: (n, m),
+    ),
+    # Gemini: "The input token count (N) exceeds the maximum number of tokens allowed (M)"
+    (
+        re.compile(
+            r"input token count \((\d+)\) exceeds the maximum number of tokens allowed \((\d+)\)"
+        ),
+        lambda n, m: (n, m),
+    ),
+    # TGI: "`inputs` must have less than M tokens. Given: N"
+    (re.compile(r"must have less than (\d+) tokens\. Given: (\d+)"), lambda m, n: (n, m)),
+    # OpenAI, HTTP 429 (below): "Limit M, Requested N"
+    (re.compile(r"Limit (\d+), Requested (\d+)"), lambda m, n: (n, m)),
 )
 # OpenAI, HTTP 429: "Request too large for MODEL ... (TPM): Limit 30000, Requested 31538. The
 # input or output tokens must be reduced"
 _TOO_LARGE_FOR_RATE = re.compile(r"request too large|must be reduced", re.IGNORECASE)
-_LIMIT_REQUESTED = re.compile(r"Limit (\d+), Requested (\d+)")
-_MAX_THEN_USED = re.compile(  # OpenAI, vLLM and others of their wording
-    r"maximum context length is (\d+) tokens\. However, (?:your messages resulted in|you "
-    r"requested) (\d+) tokens"
-)
 BACKOFF = 0.75  # of a refused request, when its refusal states no numbers
 
 
 def refused_share(text: str, default: float = BACKOFF) -> float:
     """The share of a refused request the provider would have taken: maximum / used from the
     numbers its too-long message states (within 0.1-0.95), else ``default``."""
-    used_max = _USED_OVER_MAX.search(text)
-    max_used = _MAX_THEN_USED.search(text)
-    plus = _INPUT_PLUS_OUTPUT.search(text)
-    completion = _MAX_WITH_COMPLETION.search(text)
-    if plus is not None:  # the input must leave room for the output budget
-        used, output, window = (int(g) for g in plus.groups())
-        maximum = window - output
-    elif completion is not None:
-        window, used, output = (int(g) for g in completion.groups())
-        maximum = window - output
-    elif used_max is not None:
-        used, maximum = int(used_max.group(1)), int(used_max.group(2))
-    elif max_used is not None:
-        maximum, used = int(max_used.group(1)), int(max_used.group(2))
-    elif (limit := _LIMIT_REQUESTED.search(text)) is not None:
-        maximum, used = int(limit.group(1)), int(limit.group(2))
-    else:
-        return default
-    return min(max(maximum / used, 0.1), 0.95) if used > 0 and maximum > 0 else default
+    for form, read in _SHARE_FORMS:
+        found = form.search(text)
+        if found is not None:
+            used, maximum = read(*(int(g) for g in found.groups()))
+            return min(max(maximum / used, 0.1), 0.95) if used > 0 and maximum > 0 else default
+    return default
 
 
 def is_context_too_long(text: str) -> bool:
@@ -218,6 +266,8 @@ def error_text(message: str, body: object) -> str:
 
 
 def _body_parts(body: object) -> tuple[str | None, list[str]]:
+    if isinstance(body, list) and len(body) == 1:  # Gemini: [{"error": {...}}]
+        body = body[0]
     if isinstance(body, str):
         return body, []
     if not isinstance(body, dict):
@@ -239,7 +289,7 @@ def status_failure(
     said = f"{provider} at {where} answered HTTP {status}: {text}"
     if status in (401, 403):
         return Failure(AuthError(f"{said}. Check the API key and the base URL ({auth_hint})."))
-    if status == 413 or (status == 400 and is_context_too_long(text)):
+    if status == 413 or (status in _TOO_LONG_STATUSES and is_context_too_long(text)):
         return Failure(ContextTooLongError(f"the input is too long for the model: {said}"))
     retry_after = parse_retry_after(headers)
     if status == 429 and _TOO_LARGE_FOR_RATE.search(text):
@@ -251,14 +301,32 @@ def status_failure(
         retryable = "insufficient_quota" not in text
         return Failure(RateLimitError(f"rate limited: {said}", retry_after), retryable, retry_after)
     if status in _RETRY_STATUSES or status >= 500:
-        return Failure(ProviderError(f"the provider failed: {said}"), True, retry_after)
+        advice = f"{_RETRY_ADVICE} (the provider is overloaded or failing)"
+        return Failure(ProviderError(f"the provider failed: {said}"), True, retry_after, advice)
     if status == 404:
         said += " (check the model name and the base URL)"
     return Failure(ProviderError(f"the provider refused the request: {said}"))
 
 
-def connection_failure(exc: Exception, *, provider: str, where: str) -> Failure:
-    """A connection error or timeout: retryable, then a ProviderError."""
-    cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
-    message = f"cannot reach {provider} at {where}: {str(exc).rstrip('.')}{cause}"
-    return Failure(ProviderError(message), retryable=True)
+# What went wrong on the way to the provider (the adapter tells them apart), as the error says
+# it and what to do once the retries are spent
+CONNECTION_WORDS = {
+    "connect": (
+        "cannot reach {provider} at {where}",
+        "check that the server is running and that the base URL is right, then run again",
+    ),
+    "timeout": ("{provider} at {where} did not answer in time", _RETRY_ADVICE),
+    "broken": ("the connection to {provider} at {where} broke off", _RETRY_ADVICE),
+}
+
+
+def connection_failure(
+    exc: Exception, *, provider: str, where: str, kind: str = "connect"
+) -> Failure:
+    """A connection error (``kind`` connect), a timeout waiting for the answer (timeout) or a
+    connection that broke off (broken): retryable, then a ProviderError."""
+    headline, advice = CONNECTION_WORDS[kind]
+    reason = exc.__cause__
+    cause = f": {str(reason) or type(reason).__name__}" if reason is not None else ""
+    said = f"{headline.format(provider=provider, where=where)}: {str(exc).rstrip('.')}{cause}"
+    return Failure(ProviderError(said), retryable=True, advice=advice)

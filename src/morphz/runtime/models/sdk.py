@@ -16,10 +16,12 @@ import json
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import httpx2
 
 from morphz.errors import InputError
-from morphz.runtime.models.base import BadResponseError, ModelRequest
+from morphz.runtime.models.base import BadResponseError, ModelRequest, ProviderError
 from morphz.runtime.models.retry import (
     Backoff,
     Failure,
@@ -28,17 +30,21 @@ from morphz.runtime.models.retry import (
     call_with_retries,
     connection_failure,
     error_text,
+    restate,
     status_failure,
 )
-
-if TYPE_CHECKING:
-    import httpx2
 
 PREAMBLE = (
     "You are the agent described by the protocol region of the context encoding that follows; "
     "act only through the offered tools or a final reply."
 )
 NO_KEY = "none"  # sent when no key is configured: local servers ignore it, the SDKs want one
+# A (non-streaming) request may take ten minutes to answer; connecting may not: an endpoint that
+# drops packets (a wrong base URL, a firewall) is given up on after 5 seconds, as the SDKs' own
+# default does. Both adapters pass it explicitly (Anthropic's SDK, given no timeout, refuses a
+# large output budget before sending).
+TIMEOUT = httpx2.Timeout(600.0, connect=5.0)
+SHORTEST_REDACTED = 8  # a shorter key is redacted only after "Bearer " (not every "none" or "x")
 
 
 class SdkAdapter:
@@ -68,14 +74,15 @@ class SdkAdapter:
         check_settings(model, max_retries, max_output_tokens)
         self._sdk = sdk
         self.model = model
-        self.base_url = base_url or self.default_base_url
+        self.base_url = check_base_url(base_url or self.default_base_url, "base_url")
+        self._key = api_key or NO_KEY
         self.max_retries = max_retries
         self.max_output_tokens = max_output_tokens
         self.backoff = backoff or Backoff()
         self.on_retry = on_retry
         self._sleep = sleep
         self._client: Any = getattr(sdk, self.client_class)(
-            base_url=self.base_url, api_key=api_key or NO_KEY, http_client=http_client,
+            base_url=self.base_url, api_key=self._key, http_client=http_client, timeout=TIMEOUT,
             max_retries=0,  # retries are ours (morphz.runtime.models.retry)
         )  # fmt: skip
         self._unset_environment(self._client)
@@ -110,7 +117,14 @@ class SdkAdapter:
         await self._client.close()
 
     def _translate(self, exc: Exception) -> Failure | None:
-        """The one place where the SDK's exceptions become ProviderErrors."""
+        """The one place where the SDK's exceptions become ProviderErrors (never showing the
+        API key, which a server may quote in its refusal)."""
+        failure = self._failure(exc)
+        if failure is not None:
+            redact(failure.error, self._key)
+        return failure
+
+    def _failure(self, exc: Exception) -> Failure | None:
         sdk, where = self._sdk, without_userinfo(self.base_url)
         if isinstance(exc, sdk.APIStatusError):
             text = error_text(exc.message, exc.body)
@@ -123,10 +137,33 @@ class SdkAdapter:
                 auth_hint=self.auth_hint,
             )
         if isinstance(exc, sdk.APIConnectionError):
-            return connection_failure(exc, provider=self.provider, where=where)
+            kind = connection_kind(exc.__cause__)
+            return connection_failure(exc, provider=self.provider, where=where, kind=kind)
         if isinstance(exc, sdk.APIResponseValidationError):
             return Failure(BadResponseError(f"a malformed response from {where}: {exc}"))
         return None
+
+
+def connection_kind(cause: BaseException | None) -> str:
+    """What went wrong on the way (retry.CONNECTION_WORDS), from the HTTP client's exception:
+    the server was not reached (connect), it did not answer in time (timeout), or the connection
+    broke off (broken)."""
+    if isinstance(cause, httpx2.ConnectTimeout):
+        return "connect"
+    if isinstance(cause, httpx2.TimeoutException):
+        return "timeout"
+    if isinstance(cause, (httpx2.ReadError, httpx2.WriteError, httpx2.RemoteProtocolError)):
+        return "broken"
+    return "connect"
+
+
+def redact(error: ProviderError, key: str) -> None:
+    """``error``'s message with ``key`` (and ``Bearer KEY``) replaced by ``***``."""
+    said = error.message.replace(f"Bearer {key}", "Bearer ***")
+    if len(key) >= SHORTEST_REDACTED:
+        said = said.replace(key, "***")
+    if said != error.message:
+        restate(error, said)
 
 
 def check_settings(model: str, max_retries: int, max_output_tokens: int | None) -> None:
@@ -136,6 +173,37 @@ def check_settings(model: str, max_retries: int, max_output_tokens: int | None) 
         raise InputError(f"max_retries must be 0 or more, not {max_retries}")
     if max_output_tokens is not None and max_output_tokens < 1:
         raise InputError(f"max_output_tokens must be positive, not {max_output_tokens}")
+
+
+def check_base_url(url: str, setting: str) -> str:
+    """``url`` when it is an http:// or https:// URL with a host and, if it names one, a port
+    from 1 to 65535; an InputError naming ``setting`` otherwise (before anything is sent: the
+    HTTP client would raise its own error, or retry a URL it can never reach)."""
+    shown = without_userinfo(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as exc:  # a broken IPv6 address
+        raise InputError(f"{setting} {shown!r} is not a valid URL ({exc}): correct it") from exc
+    if parts.scheme.lower() not in ("http", "https"):
+        example = f"http://{shown}" if "://" not in url else "http://localhost:11434/v1"
+        raise InputError(f"{setting} {shown!r} is not an http:// or https:// URL: e.g. {example}")
+    try:
+        port = parts.port
+    except ValueError as exc:  # not a number, or out of range
+        port, wrong = 0, f" ({exc})"
+    else:
+        wrong = ""
+    if port == 0:
+        raise InputError(
+            f"{setting} {shown!r} has no valid port{wrong}: use a port from 1 to 65535"
+        )
+    try:
+        httpx2.URL(url)
+    except httpx2.InvalidURL as exc:
+        raise InputError(f"{setting} {shown!r} is not a valid URL ({exc}): correct it") from exc
+    if not parts.hostname:
+        raise InputError(f"{setting} {shown!r} names no host: e.g. http://localhost:11434/v1")
+    return url
 
 
 def load_json(body: bytes, provider: str) -> dict[str, Any]:
@@ -152,8 +220,18 @@ def load_json(body: bytes, provider: str) -> dict[str, Any]:
 def without_userinfo(url: str) -> str:
     """``url`` as errors may name it: credentials in it (``https://user:password@host``, which
     the HTTP client sends as a header) are left out, so no error, event or output shows them."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
+    try:
+        parts: urllib.parse.SplitResult | None = urllib.parse.urlsplit(url)
+    except ValueError:
+        parts = None
+    if parts is not None and "://" in url:
+        if "@" not in parts.netloc:
+            return url
+        netloc = parts.netloc.rpartition("@")[2]  # host[:port], as written
+        return urllib.parse.urlunsplit(parts._replace(netloc=f"***@{netloc}"))
+    if "@" not in url:  # not a URL (a setting refused as one): whatever precedes an @ is hidden
         return url
-    netloc = parts.netloc.rpartition("@")[2]  # host[:port], as written
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"***@{netloc}"))
+    head, sep, rest = url.partition("://")
+    if not sep:
+        head, rest = "", url
+    return f"{head}{sep}***@{rest.rpartition('@')[2]}"
