@@ -32,7 +32,13 @@ from morphz.graphemes import boundary
 from morphz.ids import make_ref
 from morphz.mind.lifecycle import OBSERVATION_KINDS
 from morphz.recall import cursors
-from morphz.recall.documents import COMMIT_BODY_KEYS, INDEXED_KINDS, NOT_INDEXED_KINDS, time_us
+from morphz.recall.documents import (
+    COMMIT_BODY_KEYS,
+    COMMIT_EDGE_KEY,
+    INDEXED_KINDS,
+    NOT_INDEXED_KINDS,
+    time_us,
+)
 from morphz.recall.tokenize import (
     all_in_body,
     number_phrases,
@@ -290,11 +296,13 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
 def _event_hit(row: EventRow, score: float | None) -> Hit:
     payload = json.loads(row.payload) if row.payload else {}
     text = row.text or ""
-    if row.kind == ev.TX_COMMITTED:  # the reason and the frames whose old bodies it holds
-        said = [str(payload["reason"])] if payload.get("reason") else []  # (read @eN shows them)
-        said += [
+    if row.kind == ev.TX_COMMITTED:  # the reason, the frames whose old bodies it holds and the
+        said = [str(payload["reason"])] if payload.get("reason") else []  # relations it removed
+        said += [  # (read @eN shows them)
             f"{key}: {', '.join(payload[key])}" for key in COMMIT_BODY_KEYS if payload.get(key)
         ]
+        if edges := payload.get(COMMIT_EDGE_KEY):
+            said.append(f"{COMMIT_EDGE_KEY}: {', '.join(' '.join(e) for e in edges)}")
         text = " — ".join([*said, text])
     lifecycle = row.lifecycle if row.kind in OBSERVATION_KINDS else None
     meta = json.loads(row.meta) if row.meta else None

@@ -359,6 +359,18 @@ class SqliteRecall:
         row = self.conn.execute(f"SELECT count(*) FROM {table} WHERE rowid > 0").fetchone()
         return int(row[0])
 
+    def frame_doc_counts(self) -> tuple[int, int]:
+        """How many frame documents the index holds, and how many frames ``recall_frames``
+        maps to one of them (each frame has one document, which searches find through it)."""
+        table, cid = self.table(), self.cid
+        docs = self.conn.execute(f"SELECT count(*) FROM {table} WHERE rowid < 0").fetchone()[0]
+        mapped = self.conn.execute(
+            f"SELECT count(*) FROM recall_frames rf WHERE rf.context_id = ? "
+            f"AND EXISTS (SELECT 1 FROM {table} d WHERE d.rowid = rf.doc_id)",
+            (cid,),
+        ).fetchone()[0]
+        return int(docs), int(mapped)
+
     def begin_rebuild(self) -> str:
         """Create an empty building table beside the live one, named for this rebuild alone:
         two processes rebuilding at once (two openers of an upgraded store) each swap a whole
