@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 from morphz.errors import MorphzError
+from morphz.recall.read import MAX_READ_CHARS
+from morphz.recall.search import MAX_LIMIT
 from morphz.runtime.models.base import ToolSchema
 from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
 from morphz.runtime.tools.workspace import parse_args
@@ -27,7 +29,8 @@ CONTEXT_TX = ToolSchema(
 RECALL = ToolSchema(
     "recall",
     "Find what is no longer in view. op=search: words (query) and/or a time range (since "
-    "inclusive, until exclusive, ISO 8601 with offset), limit 1-100, cursor to continue; "
+    "inclusive, until exclusive, ISO 8601 with offset), limit 1-100, cursor to continue, "
+    "kinds and lifecycle (active, retiring, retired) to narrow it; "
     "op=read: one event by ref (@e42) in pages (offset, limit characters); op=frame: traverse "
     "from frame_id through sources and relations (direction ancestors|descendants|both, depth "
     "1-4). The result arrives as a recall_result observation; a page is cut to show whole in "
@@ -39,9 +42,13 @@ RECALL = ToolSchema(
             "query": {"type": "string"},
             "since": {"type": "string"},
             "until": {"type": "string"},
-            "limit": {"type": "integer", "minimum": 1},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_READ_CHARS},
             "cursor": {"type": "string"},
             "kinds": {"type": "array", "items": {"type": "string"}},
+            "lifecycle": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["active", "retiring", "retired"]},
+            },
             "ref": {"type": "string"},
             "offset": {"type": "integer", "minimum": 0},
             "frame_id": {"type": "string"},
@@ -56,7 +63,7 @@ RECALL = ToolSchema(
 )
 
 _RECALL_PARAMS = {
-    "search": ("query", "since", "until", "limit", "cursor", "kinds"),
+    "search": ("query", "since", "until", "limit", "cursor", "kinds", "lifecycle"),
     "read": ("ref", "offset", "limit"),
     "frame": ("frame_id", "direction", "depth", "include_events", "include_bodies", "cursor"),
 }
@@ -101,6 +108,8 @@ async def _recall(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
 
 
 _RECALL_REQUIRED = {"search": [], "read": ["ref"], "frame": ["frame_id"]}
+# what ``limit`` counts for each op, and its largest value there (the schema shows the largest)
+_RECALL_LIMITS = {"search": MAX_LIMIT, "read": MAX_READ_CHARS}
 
 
 def _recall_params(op: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -108,10 +117,10 @@ def _recall_params(op: str, params: dict[str, Any]) -> dict[str, Any]:
     arguments are: a missing required one, a wrong JSON type, a value outside its range or enum
     is a ToolError the agent reads); those not given are left to the recall API's defaults."""
     props: dict[str, dict[str, Any]] = RECALL.parameters["properties"]
-    schema = {
-        "properties": {name: props[name] for name in _RECALL_PARAMS[op]},
-        "required": _RECALL_REQUIRED[op],
-    }
+    own = {name: props[name] for name in _RECALL_PARAMS[op]}
+    if op in _RECALL_LIMITS:  # search counts hits (1-100), read characters
+        own["limit"] = own["limit"] | {"maximum": _RECALL_LIMITS[op]}
+    schema = {"properties": own, "required": _RECALL_REQUIRED[op]}
     checked = parse_args(f"recall op={op}", params, schema)
     return {name: value for name, value in checked.items() if value is not None}
 

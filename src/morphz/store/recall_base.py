@@ -48,7 +48,7 @@ class EventRow:
     text: str | None
     meta: str | None  # JSON
     payload: str | None  # JSON
-    lifecycle: str | None  # observations only
+    lifecycle: str | None  # observations, and model replies that were delivered
 
 
 @dataclass(frozen=True, slots=True)
