@@ -22,10 +22,17 @@ from morphz.mind import (
 from morphz.mind.lifecycle import edge_tokens, kept_tokens
 from morphz.mind.lifecycle import in_view as in_view_frame
 from morphz.mind.state import ObsState
-from morphz.recall.documents import COMMIT_TEXT_KEYS, TEXT_KINDS, time_us
+from morphz.recall.documents import (
+    COMMIT_REMOVED_KEYS,
+    COMMIT_TEXT_KEYS,
+    TEXT_KINDS,
+    removed_content,
+    time_us,
+)
 from morphz.results import AuditReport
 from morphz.store.base import ReadTxn, Store
 from morphz.txlang import read_tx
+from morphz.txlang.ops import Tx
 
 MAX_DIFFERENCES = 100
 PROGRESS_EVERY = 5000
@@ -69,14 +76,7 @@ def replay_event(state: MindState, event: ev.Event, out: _Report) -> None:
     if kind in (ev.ACTIVATION_STARTED, ev.ACTIVATION_FINISHED):
         _note_activation(event, out)
     if kind == ev.TX_COMMITTED:
-        try:
-            changes = apply_tx(state, read_tx(event.text or ""), out.env(session))
-        except TxError as exc:
-            out.add(f"{event.ref}: the committed tx no longer applies on replay: {exc}")
-            changes = Changes()
-        ensure_session(state, changes, session)  # after apply_tx, as the live commit does
-        state.apply(changes, commit=True)
-        out.report.commits += 1
+        _replay_commit(state, event, out)
     elif kind in OBSERVATION_KINDS:
         changes = Changes()
         ensure_session(state, changes, session)
@@ -111,6 +111,45 @@ def replay_event(state: MindState, event: ev.Event, out: _Report) -> None:
     if not out.head_diverged and state.head != event.head:
         out.head_diverged = True
         out.add(f"{event.ref}: head hash diverges here (first divergence)")
+
+
+def _replay_commit(state: MindState, event: ev.Event, out: _Report) -> None:
+    session = event.session_id
+    try:
+        tx = read_tx(event.text or "")
+        changes = apply_tx(state, tx, out.env(session))
+    except TxError as exc:
+        out.add(f"{event.ref}: the committed tx no longer applies on replay: {exc}")
+        changes = Changes()
+    else:  # before the changes apply: what they removed is read from the state before
+        _check_payload(state, tx, changes, event, out)
+    ensure_session(state, changes, session)  # after apply_tx, as the live commit does
+    state.apply(changes, commit=True)
+    out.report.commits += 1
+
+
+def _check_payload(
+    state: MindState, tx: Tx, changes: Changes, event: ev.Event, out: _Report
+) -> None:
+    """A commit's payload names its transaction (``tx-<version>``), repeats its reason and base
+    version, and records what its changes took out of the mind (recall indexes and shows
+    these): each must be what the transaction and its replay say. A key the payload lacks is no
+    difference: stores written before a key was recorded have none (and an empty one is left
+    out)."""
+    payload = event.payload or {}
+    expected: dict[str, Any] = {
+        "tx_id": f"tx-{event.version}",
+        "reason": tx.reason,
+        "base_version": tx.base_version,
+    }
+    removed = removed_content(changes, state.frame, state.has_edge)
+    expected.update({key: removed.get(key) for key in COMMIT_REMOVED_KEYS})
+    for key, value in expected.items():
+        if key in payload and payload[key] != value:
+            out.add(
+                f"{event.ref}: the commit's payload has {key} {payload[key]!r:.120}, its "
+                f"transaction and replay {value!r:.120}"
+            )
 
 
 def _note_order(state: MindState, event: ev.Event, out: _Report) -> None:
@@ -221,7 +260,7 @@ def _compare_rows(state: MindState, r: ReadTxn, out: _Report) -> None:
     _compare_activations(r, out)
     _compare_sessions(state, r, out)
     _compare_event_times(r, out)
-    _compare_recall(r, out)
+    _compare_recall(state, r, out)
 
 
 def _compare_sessions(state: MindState, r: ReadTxn, out: _Report) -> None:
@@ -257,16 +296,25 @@ def _compare_event_times(r: ReadTxn, out: _Report) -> None:
             out.add(f"@e{seq}: time_us {stored} stored, {exact} for its time {time!r}")
 
 
-def _compare_recall(r: ReadTxn, out: _Report) -> None:
+def _compare_recall(state: MindState, r: ReadTxn, out: _Report) -> None:
     """A recall index that is current holds a document of each event that has searchable
-    text (one that is stale says so itself, and is rebuilt)."""
+    text, and one of each frame, mapped to it (one that is stale says so itself, and is
+    rebuilt)."""
     meta = r.recall.meta()
     if meta is None or meta[1] != r.row.last_seq:
         return
+    rebuild = f"run `morphz context recall-index rebuild {r.row.context_id}`"
     if (documents := r.recall.event_doc_count()) != out.documents:
         out.add(
             f"recall index: {documents} event documents, the log has {out.documents} "
-            "events to index: run `morphz context recall-index rebuild`"
+            f"events to index: {rebuild}"
+        )
+    frames = len(state.frames_by_id)
+    docs, mapped = r.recall.frame_doc_counts()
+    if docs != frames or mapped != frames:
+        out.add(
+            f"recall index: {docs} frame documents ({mapped} of them mapped to their frame), "
+            f"the mind has {frames} frames: {rebuild}"
         )
 
 

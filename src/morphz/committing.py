@@ -24,8 +24,8 @@ from morphz.mind import (
     ensure_session,
     tx_boundaries,
 )
-from morphz.mind.state import Frame
 from morphz.recall import maintain
+from morphz.recall.documents import removed_content
 from morphz.results import Receipt
 from morphz.store.base import ContextRow, WriteTxn
 from morphz.txlang.ops import Tx
@@ -80,7 +80,9 @@ def commit_in(
         "reason": tx.reason,
     }
     reindex = maintain.frames_to_reindex(w, changes)  # with the old rows of their frames
-    payload.update(_old_bodies(changes, reindex))  # what a rollback or revise replaced
+    # what a rollback, revise or unrelate took out of the mind: the bodies from the old rows
+    # frames_to_reindex read (a frame not there keeps its body), the relations from the store
+    payload.update(removed_content(changes, reindex.get, w.has_edge))
     event = ev.Event(
         w.row.context_id,
         seq,
@@ -139,31 +141,6 @@ def _orphan_note(w: WriteTxn) -> Callable[[int], str]:
         return ""
 
     return note
-
-
-def _old_bodies(changes: Changes, reindex: dict[str, Frame | None]) -> dict[str, dict[str, str]]:
-    """The bodies ``changes`` take out of the mind, by frame id, for the commit's event and its
-    recall document (a frame's own document holds only its current body): ``undone``, the
-    frames removed (only a rollback removes any), and ``replaced``, the earlier bodies of
-    frames that stay (a revise, or a rollback to an older revision). ``reindex`` holds the old
-    row of every frame whose body changes (maintain.frames_to_reindex)."""
-    undone: dict[str, str] = {}
-    replaced: dict[str, str] = {}
-    for fid in sorted(reindex):
-        old = reindex[fid]
-        if old is None or fid not in changes.frames:  # created, or reindexed for an edge only
-            continue
-        new = changes.frames[fid]
-        if new is None:
-            undone[fid] = old.body
-        elif new.body != old.body:
-            replaced[fid] = old.body
-    out: dict[str, dict[str, str]] = {}
-    if undone:
-        out["undone"] = undone
-    if replaced:
-        out["replaced"] = replaced
-    return out
 
 
 def _threshold(w: WriteTxn) -> Callable[[], int]:

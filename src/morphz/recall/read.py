@@ -12,7 +12,7 @@ from morphz.errors import InputError, RecordNotFoundError
 from morphz.events import TX_COMMITTED, Event
 from morphz.graphemes import boundary
 from morphz.ids import is_ref, ref_seq
-from morphz.recall.documents import COMMIT_BODY_KEYS
+from morphz.recall.documents import COMMIT_BODY_KEYS, COMMIT_EDGE_KEY
 from morphz.store.base import ReadTxn
 
 DEFAULT_READ_CHARS = 4000
@@ -63,9 +63,9 @@ def parse_identity(context_id: str, ref: str) -> int:
 
 def event_content(event: Event) -> str:
     """The full text of an event; events without text show their payload as JSON. A committed
-    transaction that undid or replaced frame bodies shows them after its text, one comment line
-    each (``; replaced plan/route: BODY``): a search for their words finds this event, so
-    reading it shows what matched."""
+    transaction that undid or replaced frame bodies, or removed relations, shows them after its
+    text, one comment line each (``; replaced plan/route: BODY``, ``; unrelated plan/a blocks
+    plan/b``): a search for their words finds this event, so reading it shows what matched."""
     if event.text is None:
         return json.dumps(event.payload or {}, ensure_ascii=False, sort_keys=True)
     if event.kind != TX_COMMITTED or not event.payload:
@@ -75,6 +75,8 @@ def event_content(event: Event) -> str:
         bodies = event.payload.get(key) or {}
         # a body's own line breaks (inside its strings) continue the comment
         lines += [f"; {key} {fid}: " + body.replace("\n", "\n;   ") for fid, body in bodies.items()]
+    edges = event.payload.get(COMMIT_EDGE_KEY) or ()
+    lines += [f"; {COMMIT_EDGE_KEY} {' '.join(edge)}" for edge in edges]
     return "\n".join(lines)
 
 

@@ -8,8 +8,10 @@
   huge posting list). When every word of a query of two or more words is common, documents must
   contain all of them in their own text: the ``near`` column (the previous observation) is
   context for ranking, not evidence that a document holds the words, and its words neither
-  match nor score in that case (see docs/decisions.md, "Recall"). With a time window, such a
-  broad match is bounded by the window's range of event seqs (``SqliteRecall.ranked``).
+  match nor score in that case (see docs/decisions.md, "Recall"). When no document of the index
+  holds them all, any of them is enough (in the document's own text, still). With a time window,
+  such a broad match is bounded by the window's range of event seqs (``SqliteRecall.ranked``).
+  The match is chosen on the first page, and its cursors keep it.
 - A time range alone pages chronologically (``since`` inclusive, ``until`` exclusive).
 - Paging: the first page pins the evidence set (events up to the current seq, frame documents
   up to the current count). A ranked cursor carries the ids already returned, so every document of
@@ -32,9 +34,16 @@ from morphz.graphemes import boundary
 from morphz.ids import make_ref
 from morphz.mind.lifecycle import OBSERVATION_KINDS
 from morphz.recall import cursors
-from morphz.recall.documents import COMMIT_BODY_KEYS, INDEXED_KINDS, NOT_INDEXED_KINDS, time_us
+from morphz.recall.documents import (
+    COMMIT_BODY_KEYS,
+    COMMIT_EDGE_KEY,
+    INDEXED_KINDS,
+    NOT_INDEXED_KINDS,
+    time_us,
+)
 from morphz.recall.tokenize import (
     all_in_body,
+    any_in_body,
     number_phrases,
     query_terms,
     query_words,
@@ -158,8 +167,10 @@ def _filters(
 
 def _match(r: ReadTxn, terms: list[str], query: str) -> str:
     """The FTS5 expression: rare words OR-ed; common words dropped while rarer ones remain; all
-    of them required in the document's own text when every word is common. Numbers written
-    with separators (1.2.3, 2026-08-04) add their groups as a phrase (:func:`number_phrases`)."""
+    of them required in the document's own text when every word is common, or any of them when
+    no document of the index holds them all (each word alone finds thousands: returning none
+    would read as "nothing holds these words"). Numbers written with separators (1.2.3,
+    2026-08-04) add their groups as a phrase (:func:`number_phrases`)."""
     quoted = [quote_term(t) for t in terms]
     if len(quoted) == 1:
         return quoted[0]
@@ -167,9 +178,9 @@ def _match(r: ReadTxn, terms: list[str], query: str) -> str:
     rare = [q for q in quoted if r.recall.doc_frequency(q, COMMON_DOCS + 1) <= COMMON_DOCS]
     if rare:
         return " OR ".join(rare + phrases)
-    if phrases:  # every group common: the numbers as written, or all the words
-        return " OR ".join([*phrases, all_in_body(quoted)])
-    return all_in_body(quoted)
+    # every group common: the numbers as written, or all the words
+    match = " OR ".join([*phrases, all_in_body(quoted)])
+    return match if r.recall.doc_frequency(match, 1) else any_in_body(quoted)
 
 
 def search(
@@ -190,7 +201,9 @@ def search(
     filters = _filters(since_us, until_us, kinds, lifecycle)
     if query is not None and not isinstance(query, str):
         raise InputError(f"the query is text, not {query!r}")
-    terms = query_terms(check_text(query, "the query")) if query else []
+    if query is not None and not check_text(query, "the query").strip():
+        query = None  # "" or only blanks: no query (a time range alone, if one is given)
+    terms = query_terms(query) if query else []
     if query and not terms:  # (with a time range too: the range alone is not what was asked)
         raise InputError(
             f"nothing searchable in {query!r} (only very common words, symbols or emoji): add "
@@ -264,11 +277,16 @@ class _Page:
         if len(rows) > self.limit:
             last_time, last_id = page[-1]
             next_cursor = self._cursor({"t": last_time, "i": last_id})
-        hits = _hydrate(self.r, [rowid for _, rowid in page], {})
+        # a frame revised since the pin is shown at the time the walk places it (its document's
+        # as of the pin), so the pages' times stay in order
+        times = {rowid: when for when, rowid in page}
+        hits = _hydrate(self.r, [rowid for _, rowid in page], {}, times)
         return SearchPage(tuple(hits), next_cursor, "time")
 
 
-def _hydrate(r: ReadTxn, rowids: list[int], scores: dict[int, float]) -> list[Hit]:
+def _hydrate(
+    r: ReadTxn, rowids: list[int], scores: dict[int, float], times: dict[int, int] | None = None
+) -> list[Hit]:
     events = r.recall.events_by_seq([i for i in rowids if i > 0])
     frames = r.recall.frames_by_ord([i for i in rowids if i < 0])
     out: list[Hit] = []
@@ -277,7 +295,8 @@ def _hydrate(r: ReadTxn, rowids: list[int], scores: dict[int, float]) -> list[Hi
         if rowid > 0 and rowid in events:
             out.append(_event_hit(events[rowid], score))
         elif rowid < 0 and rowid in frames:
-            out.append(_frame_hit(frames[rowid], score))
+            row = frames[rowid]
+            out.append(_frame_hit(row, score, (times or {}).get(rowid, row.time_us)))
     return out
 
 
@@ -290,13 +309,14 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
 def _event_hit(row: EventRow, score: float | None) -> Hit:
     payload = json.loads(row.payload) if row.payload else {}
     text = row.text or ""
-    if row.kind == ev.TX_COMMITTED:  # the reason and the frames whose old bodies it holds
-        said = [str(payload["reason"])] if payload.get("reason") else []  # (read @eN shows them)
-        said += [
+    if row.kind == ev.TX_COMMITTED:  # the reason, the frames whose old bodies it holds and the
+        said = [str(payload["reason"])] if payload.get("reason") else []  # relations it removed
+        said += [  # (read @eN shows them)
             f"{key}: {', '.join(payload[key])}" for key in COMMIT_BODY_KEYS if payload.get(key)
         ]
+        if edges := payload.get(COMMIT_EDGE_KEY):
+            said.append(f"{COMMIT_EDGE_KEY}: {', '.join(' '.join(e) for e in edges)}")
         text = " — ".join([*said, text])
-    lifecycle = row.lifecycle if row.kind in OBSERVATION_KINDS else None
     meta = json.loads(row.meta) if row.meta else None
     return Hit(
         row.kind,
@@ -305,16 +325,16 @@ def _event_hit(row: EventRow, score: float | None) -> Hit:
         row.time,
         score,
         preview(text),
-        lifecycle,
+        row.lifecycle,  # a delivered reply's is its agent_reply's; a commit has none
         meta,
         row.session_id,
     )
 
 
-def _frame_hit(row: FrameRow, score: float | None) -> Hit:
+def _frame_hit(row: FrameRow, score: float | None, when_us: int) -> Hit:
     from datetime import UTC, timedelta
 
-    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=row.time_us)
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=when_us)
     sources = row.sources.split()
     meta = {"revision": row.revision, "sources": sources, "protected": bool(row.protected)}
     text = f"{row.frame_id}: {row.body}"

@@ -303,7 +303,8 @@ def number_phrases(query: str) -> list[str]:
 
 
 BODY_ONLY: Final = "{body} : "
-"""The prefix of :func:`all_in_body` expressions (an FTS5 column filter on ``body``)."""
+"""The prefix of :func:`all_in_body` and :func:`any_in_body` expressions (an FTS5 column
+filter on ``body``)."""
 
 
 def all_in_body(quoted: list[str]) -> str:
@@ -313,6 +314,13 @@ def all_in_body(quoted: list[str]) -> str:
     return f"{BODY_ONLY}({' AND '.join(quoted)})"
 
 
-def is_all_in_body(match: str) -> bool:
-    """Whether ``match`` was built by :func:`all_in_body`."""
+def any_in_body(quoted: list[str]) -> str:
+    """The FTS5 expression for documents whose own text holds any of the ``quoted`` terms: the
+    broad match of common words that no document holds together (see :func:`all_in_body`)."""
+    return f"{BODY_ONLY}({' OR '.join(quoted)})"
+
+
+def is_in_body(match: str) -> bool:
+    """Whether ``match`` was built by :func:`all_in_body` or :func:`any_in_body` (a broad match
+    of common words, which can hold thousands of documents)."""
     return match.startswith(BODY_ONLY)

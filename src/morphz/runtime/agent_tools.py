@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 from morphz.errors import MorphzError
+from morphz.recall.read import MAX_READ_CHARS
+from morphz.recall.search import MAX_LIMIT
 from morphz.runtime.models.base import ToolSchema
 from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
 from morphz.runtime.tools.workspace import parse_args
@@ -101,6 +103,8 @@ async def _recall(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
 
 
 _RECALL_REQUIRED = {"search": [], "read": ["ref"], "frame": ["frame_id"]}
+# what ``limit`` counts for each op, and its largest value there
+_RECALL_LIMITS = {"search": MAX_LIMIT, "read": MAX_READ_CHARS}
 
 
 def _recall_params(op: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -108,10 +112,10 @@ def _recall_params(op: str, params: dict[str, Any]) -> dict[str, Any]:
     arguments are: a missing required one, a wrong JSON type, a value outside its range or enum
     is a ToolError the agent reads); those not given are left to the recall API's defaults."""
     props: dict[str, dict[str, Any]] = RECALL.parameters["properties"]
-    schema = {
-        "properties": {name: props[name] for name in _RECALL_PARAMS[op]},
-        "required": _RECALL_REQUIRED[op],
-    }
+    own = {name: props[name] for name in _RECALL_PARAMS[op]}
+    if op in _RECALL_LIMITS:  # search counts hits (1-100), read characters
+        own["limit"] = own["limit"] | {"maximum": _RECALL_LIMITS[op]}
+    schema = {"properties": own, "required": _RECALL_REQUIRED[op]}
     checked = parse_args(f"recall op={op}", params, schema)
     return {name: value for name, value in checked.items() if value is not None}
 

@@ -403,8 +403,11 @@ class SqliteStore:
             "SELECT c.context_id FROM contexts c "
             "LEFT JOIN recall_meta m ON m.context_id = c.context_id "
             # every event goes through the indexer in its own write: behind only when a
-            # migration marked it (-1), or a rebuild from an empty index has not finished
+            # migration marked it (-1), or a rebuild from an empty index has not finished;
+            # and every frame has its document, which a damaged index may have lost
             "WHERE (m.context_id IS NULL AND c.last_seq > 0) OR m.indexed_seq < c.last_seq "
+            "OR (SELECT count(*) FROM recall_frames rf WHERE rf.context_id = c.context_id) "
+            "<> (SELECT count(*) FROM frames f WHERE f.context_id = c.context_id) "
             "ORDER BY c.context_id",
             "read the recall index's state",
         )

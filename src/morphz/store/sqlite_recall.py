@@ -15,10 +15,22 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 
 from morphz.recall.documents import EventDoc, FrameDoc
-from morphz.recall.tokenize import CONTEXT_WEIGHT, FTS5_TOKENIZER, is_all_in_body
+from morphz.recall.tokenize import CONTEXT_WEIGHT, FTS5_TOKENIZER, is_in_body
 from morphz.store.recall_base import EventRow, Filters, FrameRow, IndexStats, Pin
 
 _BM25 = f"bm25({{t}}, 1.0, {CONTEXT_WEIGHT})"
+# The lifecycle of event ``e`` (an events row, with ``o`` its observations row if it has one): an
+# observation's own; a model reply's is that of the agent_reply observation that copies it
+# (its meta names the reply; the events_reply index finds it), the least retired if several do.
+# Other events (committed transactions, replies never delivered) have none (NULL).
+_REPLY_LIFECYCLE = (
+    "(SELECT min(ro.lifecycle) FROM events re JOIN observations ro ON ro.context_id = "
+    "re.context_id AND ro.seq = re.seq WHERE re.context_id = e.context_id AND re.kind = "
+    "'agent_reply' AND json_valid(re.meta) AND json_extract(re.meta, '$.reply') = '@e' || e.seq)"
+)
+_EVENT_LIFECYCLE = (
+    f"coalesce(o.lifecycle, CASE WHEN e.kind = 'model_reply' THEN {_REPLY_LIFECYCLE} END)"
+)
 # A window holding more events than this is not turned into a rowid range for a ranked search:
 # reading the window's seqs costs about 0.1 us per event, probing every match of the whole
 # history about 2.5 us per match (1,000,000-event benchmark, docs/benchmarks.md).
@@ -103,6 +115,8 @@ class SqliteRecall:
         added: list[tuple[str, str, int, int, int]] = []  # recall_frames rows of new frames
         moved: list[tuple[int, int, str, str]] = []  # (doc_id, time_us) of indexed frames
         gone: list[tuple[str, str]] = []  # recall_frames rows of deleted frames
+        times: list[tuple[str, int, int, int]] = []  # recall_frame_times rows of the new ones
+        forgotten: list[tuple[str, int]] = []  # (context, key) of deleted frames
         for doc in docs:
             old = conn.execute(
                 "SELECT doc_id, key FROM recall_frames WHERE context_id = ? AND frame_id = ?",
@@ -113,6 +127,7 @@ class SqliteRecall:
             if doc.body is None:
                 if old is not None:
                     gone.append((cid, doc.frame_id))
+                    forgotten.append((cid, old[1]))
                 continue
             number += 1
             inserts.append((-number, doc.body))
@@ -120,6 +135,7 @@ class SqliteRecall:
                 added.append((cid, doc.frame_id, -number, number, doc.time_us))
             else:  # the frame keeps its key
                 moved.append((-number, doc.time_us, cid, doc.frame_id))
+            times.append((cid, number if old is None else old[1], number, doc.time_us))
         if inserts:
             conn.executemany(
                 f"INSERT INTO {table} (rowid, body, near) VALUES (?, ?, '')", sorted(inserts)
@@ -138,6 +154,12 @@ class SqliteRecall:
             )
         if added:
             conn.executemany("INSERT INTO recall_frames VALUES (?, ?, ?, ?, ?)", added)
+        if forgotten:
+            conn.executemany(
+                "DELETE FROM recall_frame_times WHERE context_id = ? AND key = ?", forgotten
+            )
+        if times:
+            conn.executemany("INSERT INTO recall_frame_times VALUES (?, ?, ?, ?)", times)
         if number != meta[2]:
             conn.execute(
                 "UPDATE recall_meta SET frame_docs = ? WHERE context_id = ?", (number, cid)
@@ -171,15 +193,16 @@ class SqliteRecall:
         then frames in the order they entered the index). Only the pinned evidence set: events
         up to ``max_seq``, frames whose key is at most ``max_frame_doc``.
 
-        A match built by :func:`~morphz.recall.tokenize.all_in_body` (every query word common)
-        can hold thousands of documents; with a time window, FTS5 is then given the range of the
-        window's event seqs (:meth:`_window_seqs`), so it skips the postings outside it instead
-        of each match being looked up in ``events``. The range is only a bound (event times need
-        not grow with seq): the exact time filter is kept, and the results are the same."""
+        A match built by :func:`~morphz.recall.tokenize.all_in_body` or ``any_in_body`` (every
+        query word common) can hold thousands of documents; with a time window, FTS5 is then
+        given the range of the window's event seqs (:meth:`_window_seqs`), so it skips the
+        postings outside it instead of each match being looked up in ``events``. The range is
+        only a bound (event times need not grow with seq): the exact time filter is kept, and
+        the results are the same."""
         table = self.table()
         span = None
         parts: list[tuple[str, list[object]]]
-        if filters.events and _windowed(filters) and is_all_in_body(match):
+        if filters.events and _windowed(filters) and is_in_body(match):
             span = self._window_seqs(filters, pin.max_seq)
         if span is None:  # one scan: events and frames of the evidence set
             parts = [("(f.rowid BETWEEN 1 AND ? OR rf.key <= ?)", [pin.max_seq, pin.max_frame_doc])]
@@ -266,9 +289,7 @@ class SqliteRecall:
             kinds = sorted(filters.event_kinds)
             sql += f" AND e.kind IN ({','.join('?' * len(kinds))})"
             params.extend(kinds)
-        where, more = _window_sql(
-            "e.time_us", "e.seq", "coalesce(o.lifecycle, 'active')", filters, after
-        )
+        where, more = _window_sql("e.time_us", "e.seq", _EVENT_LIFECYCLE, filters, after)
         sql += where
         params.extend(more)
         sql += " ORDER BY e.time_us, e.seq LIMIT ?"
@@ -278,19 +299,34 @@ class SqliteRecall:
     def _frames_by_time(
         self, pin: Pin, filters: Filters, after: tuple[int, int] | None, limit: int
     ) -> list[tuple[int, int]]:
-        sql = (
-            "SELECT rf.time_us, -rf.key FROM recall_frames rf "
+        """The frames of the evidence set (pinned by key) at the time of the document each had
+        at the pin: a frame revised between pages keeps its place in the walk, so it is neither
+        skipped (moved past the window or the walk's position) nor returned twice. Two scans:
+        the frames whose document is the pinned one (by their time, indexed), and the few
+        revised since (their pinned time read from ``recall_frame_times``)."""
+        cid, pinned = self.cid, pin.max_frame_doc
+        joined = (
             "JOIN frames fr ON fr.context_id = rf.context_id AND fr.frame_id = rf.frame_id "
-            # pinned by key: a frame revised between pages is walked into again at its new
-            # time (pinned by document, it would be skipped when revised before it is reached)
             "WHERE rf.context_id = ? AND rf.key <= ?"
         )
-        params: list[object] = [self.cid, pin.max_frame_doc]
-        where, more = _window_sql("rf.time_us", "-rf.key", "fr.lifecycle", filters, after)
-        sql += where
-        params.extend(more)
-        sql += " ORDER BY rf.time_us, -rf.key LIMIT ?"
-        params.append(limit)
+        where, unchanged = _window_sql("rf.time_us", "-rf.key", "fr.lifecycle", filters, after)
+        current = (
+            f"SELECT rf.time_us AS at, -rf.key AS ord FROM recall_frames rf {joined} "
+            f"AND rf.doc_id >= ?{where}"
+        )
+        at_pin = (
+            "coalesce((SELECT t.time_us FROM recall_frame_times t WHERE t.context_id = "
+            "rf.context_id AND t.key = rf.key AND t.doc <= ? ORDER BY t.doc DESC LIMIT 1), "
+            "rf.time_us)"
+        )
+        where, revised = _window_sql("at", "ord", "life", filters, after)
+        earlier = (
+            f"SELECT at, ord FROM (SELECT {at_pin} AS at, -rf.key AS ord, fr.lifecycle AS life "
+            f"FROM recall_frames rf INDEXED BY recall_frames_doc {joined} AND rf.doc_id < ?) "
+            f"WHERE 1{where}"
+        )
+        sql = f"{current} UNION ALL {earlier} ORDER BY at, ord LIMIT ?"
+        params = [cid, pinned, -pinned, *unchanged, pinned, cid, pinned, -pinned, *revised, limit]
         return [(r[0], r[1]) for r in self.conn.execute(sql, params)]
 
     def events_by_seq(self, seqs: list[int]) -> dict[int, EventRow]:
@@ -299,9 +335,10 @@ class SqliteRecall:
             return {}
         marks = ",".join("?" * len(seqs))
         rows = self.conn.execute(
-            "SELECT e.seq, e.kind, e.session_id, e.time, e.text, e.meta, e.payload, o.lifecycle "
-            "FROM events e LEFT JOIN observations o ON o.context_id = e.context_id "
-            f"AND o.seq = e.seq WHERE e.context_id = ? AND e.seq IN ({marks})",
+            "SELECT e.seq, e.kind, e.session_id, e.time, e.text, e.meta, e.payload, "
+            f"{_EVENT_LIFECYCLE} FROM events e LEFT JOIN observations o "
+            "ON o.context_id = e.context_id AND o.seq = e.seq "
+            f"WHERE e.context_id = ? AND e.seq IN ({marks})",
             (self.cid, *seqs),
         )
         return {r[0]: EventRow(*r) for r in rows}
@@ -359,6 +396,18 @@ class SqliteRecall:
         row = self.conn.execute(f"SELECT count(*) FROM {table} WHERE rowid > 0").fetchone()
         return int(row[0])
 
+    def frame_doc_counts(self) -> tuple[int, int]:
+        """How many frame documents the index holds, and how many frames ``recall_frames``
+        maps to one of them (each frame has one document, which searches find through it)."""
+        table, cid = self.table(), self.cid
+        docs = self.conn.execute(f"SELECT count(*) FROM {table} WHERE rowid < 0").fetchone()[0]
+        mapped = self.conn.execute(
+            f"SELECT count(*) FROM recall_frames rf WHERE rf.context_id = ? "
+            f"AND EXISTS (SELECT 1 FROM {table} d WHERE d.rowid = rf.doc_id)",
+            (cid,),
+        ).fetchone()[0]
+        return int(docs), int(mapped)
+
     def begin_rebuild(self) -> str:
         """Create an empty building table beside the live one, named for this rebuild alone:
         two processes rebuilding at once (two openers of an upgraded store) each swap a whole
@@ -392,6 +441,7 @@ class SqliteRecall:
         assert meta is not None
         counter = max([meta[2], *(key for key, _ in old.values())])
         self.conn.execute("DELETE FROM recall_frames WHERE context_id = ?", (self.cid,))
+        self.conn.execute("DELETE FROM recall_frame_times WHERE context_id = ?", (self.cid,))
         for doc in frames:
             if doc.body is None:
                 continue
@@ -406,6 +456,9 @@ class SqliteRecall:
             self.conn.execute(
                 "INSERT INTO recall_frames VALUES (?, ?, ?, ?, ?)",
                 (self.cid, doc.frame_id, -key, key, when),
+            )
+            self.conn.execute(
+                "INSERT INTO recall_frame_times VALUES (?, ?, ?, ?)", (self.cid, key, key, when)
             )
         self.conn.execute(f"DROP TABLE {live}")
         self.conn.execute(f"ALTER TABLE {building} RENAME TO {live}")
@@ -479,9 +532,9 @@ def _filter_sql(filters: Filters) -> tuple[str, list[object]]:
     params.extend(window_params)
     if filters.lifecycles is not None:
         lives = sorted(filters.lifecycles)
-        where += (
-            f" AND coalesce(o.lifecycle, fr.lifecycle, 'active') IN ({','.join('?' * len(lives))})"
-        )
+        # a document without a lifecycle (a committed transaction's) is not what was asked
+        life = f"coalesce(fr.lifecycle, {_EVENT_LIFECYCLE})"
+        where += f" AND {life} IN ({','.join('?' * len(lives))})"
         params.extend(lives)
     return where, params
 

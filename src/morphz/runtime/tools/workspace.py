@@ -128,6 +128,9 @@ def parse_args(tool: str, args: dict[str, Any], schema: dict[str, Any]) -> dict[
             )
         if value is not None and "enum" in spec and value not in spec["enum"]:
             raise ArgumentError(f"{tool}: argument {name!r} must be one of {spec['enum']}")
+        choices = spec.get("items", {}).get("enum")
+        if isinstance(value, list) and choices is not None and not set(value) <= set(choices):
+            raise ArgumentError(f"{tool}: argument {name!r} takes items from {choices}")
         lo, hi, above = spec.get("minimum"), spec.get("maximum"), spec.get("exclusiveMinimum")
         if value is not None and kind in ("integer", "number"):
             if (lo is not None and value < lo) or (hi is not None and value > hi):
