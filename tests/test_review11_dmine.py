@@ -15,6 +15,7 @@ import morphz
 from agents import SMALL_BUDGET
 from agents import region_tokens as _region
 from histories import tx as _tx
+from morphz.committing import MINIMUM_ALLOWANCE
 from morphz.mind.lifecycle import edge_tokens
 from test_review11_adapters import Server, activate, completion, in_turn, message
 
@@ -103,7 +104,10 @@ def test_a_budget_refusal_does_not_point_at_a_retire(ctx: morphz.Context) -> Non
     (line 1, column 234)`, so an agent drops the one operation that frees room. Expected: the
     refusal points at the create (the growth it refuses)."""
     ctx.set_budget(SMALL_BUDGET)
-    _tx(ctx, '(create old "x") (create big "' + "w" * 10_000 + '")')
+    # a create as far below critical as before the refusal counted the maintenance request's
+    # fixed part beside the protocol (review 13)
+    big = "w" * (10_000 - 4 * MINIMUM_ALLOWANCE)
+    _tx(ctx, '(create old "x") (create big "' + big + '")')
     try:
         _tx(ctx, '(retire old) (create more "' + "z" * 180 + '")', "superseded by the plan; " * 8)
     except morphz.BudgetError as exc:

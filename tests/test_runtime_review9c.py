@@ -247,7 +247,7 @@ def test_budget_keys_refused_for_a_new_context_create_no_store(env: Path) -> Non
         args = [*command, "--model", model, "--workspace", str(env / "ws"), "--db", str(fresh)]
         result = CliRunner().invoke(main, args, input="/quit\n")
         assert result.exit_code == 1, (command, result.stdout, result.stderr)
-        assert "the configured budget (window 9000)" in result.stderr
+        assert "[budget] window = 9000" in result.stderr
         assert not fresh.exists(), f"{command[0]} refused for its [budget] created the store"
 
 

@@ -389,12 +389,12 @@ def test_maintenance_under_pressure(ctx: morphz.Context, workspace: Path) -> Non
     for level, names in zip(levels, offered, strict=True):
         if level == "critical":  # external tools withdrawn while critical
             assert names == AGENT_TOOLS
-    # maintenance until pressure is back to normal, then the external tools are offered again
+    # maintenance until pressure is below warning, then the external tools are offered again
     resumed = offered.index(ALL_TOOLS)
     assert all(names == AGENT_TOOLS for names in offered[:resumed])
     assert all(names == ALL_TOOLS for names in offered[resumed:])
-    assert levels[resumed] == "normal"
-    assert all(level != "normal" for level in levels[:resumed])
+    assert levels[resumed] in ("normal", "notice")
+    assert all(level in ("warning", "critical") for level in levels[:resumed])
     # the withdrawn call was refused and the agent was told; the later one ran
     recorded = events_of(ctx, result)
     results = [e for e in recorded if e.kind == "tool_result"]
@@ -404,11 +404,11 @@ def test_maintenance_under_pressure(ctx: morphz.Context, workspace: Path) -> Non
     assert results[1].meta is not None and results[1].meta["error"] is False
     assert "notes.txt" in (results[1].text or "")
     receipts = [receipt(e) for e in recorded if e.kind == "tx_receipt"]
-    assert len(receipts) == agent.summaries >= 3
+    assert len(receipts) == agent.summaries >= 2  # rounds until below warning
     assert all(r["ok"] for r in receipts)
 
-    # pressure is back to normal, and the facts are still in the mind
-    assert ctx.encode(session="ops").pressure.level == "normal"
+    # pressure is below warning, and the facts are still in the mind
+    assert ctx.encode(session="ops").pressure.level in ("normal", "notice")
     assert agent.listed
     mind = ctx.mind(all_observations=True)
     codename = mind.frame("facts/codename")
@@ -483,15 +483,18 @@ def test_a_batch_is_served_when_the_request_cannot_fit(
     assert {t.name for t in agent.requests[0].tools} == AGENT_TOOLS
     for request in agent.requests:
         assert _request_tokens(request) <= budget.hard
-    # every line was summarised and retired by the agent's own commits, none behind its back
+    # the lines the batches showed were summarised and retired by the agent's own commits,
+    # none behind its back (work resumes below warning: the rest stay active)
     mind = ctx.mind(all_observations=True)
     history = [o for o in mind.observations if o.kind == "external_event"]
     assert len(history) == HISTORY_SIZE
-    assert all(o.lifecycle == "retired" for o in history)
+    retired = {o.ref for o in history if o.lifecycle == "retired"}
+    assert set(shown) <= retired
+    assert all(o.lifecycle in ("retired", "active") for o in history)
     retired_by_tx = set()
     for commit in (e for e in ctx.events() if e.kind == ev.TX_COMMITTED):
         retired_by_tx |= set(re.findall(r"@e\d+", commit.text or ""))
-    assert {o.ref for o in history} <= retired_by_tx
+    assert retired <= retired_by_tx
     codename = mind.frame("facts/codename")
     assert codename is not None and codename.protected
     assert ctx.audit().ok

@@ -48,13 +48,30 @@ class Budget:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise InputError(f"{name} must be a number between 0 and 1, not {value!r}")
         if self.hard <= self.reserve:
-            raise InputError(
-                f"the hard limit ({self.hard} tokens: min(budget, window - output reserve)) must "
-                f"exceed the maintenance reserve ({self.reserve}): raise the budget or lower the "
-                "reserve"
-            )
+            raise InputError(self._no_room())
         if not 0 < self.notice_ratio < self.warning_ratio < 1:
             raise InputError("need 0 < notice_ratio < warning_ratio < 1")
+
+    def _no_room(self) -> str:
+        """What to say when the hard limit leaves nothing above the maintenance reserve: what
+        binds (the limit, or the window less the output reserve) and what can help, never a
+        negative limit."""
+        room = self.window - self.output_reserve
+        if self.configured is not None and self.configured <= room:
+            return (
+                f"the limit ({self.configured} tokens) must exceed the maintenance reserve "
+                f"({self.reserve}): raise the limit or lower the reserve"
+            )
+        if room <= 0:
+            return (
+                f"the window ({self.window} tokens) leaves no room above the output reserve "
+                f"({self.output_reserve}): raise the window or lower the output reserve"
+            )
+        return (
+            f"the window ({self.window} tokens) less the output reserve ({self.output_reserve}) "
+            f"leaves {room}, which must exceed the maintenance reserve ({self.reserve}): raise "
+            "the window, or lower the output reserve or the maintenance reserve"
+        )
 
     @property
     def hard(self) -> int:
@@ -106,8 +123,12 @@ _DEFAULT = Budget()  # what a context without a budget setting has
 BUDGET_FIELDS = tuple(_DEFAULT.to_dict())  # window, output_reserve, configured, reserve, ...
 
 
-def budget_over(base: Budget, keys: Mapping[str, int]) -> Budget:
-    """``base`` with the fields ``keys`` names changed (InputError when that is no budget)."""
+def budget_over(
+    base: Budget, keys: Mapping[str, int], names: Mapping[str, str] | None = None
+) -> Budget:
+    """``base`` with the fields ``keys`` names changed (InputError when that is no budget).
+    ``names``: how the one who gave the keys spelled them (a configuration's ``[budget] limit``,
+    an option's ``--budget``), named so in the error; a field not in it is named as it is."""
     if not keys:
         return base
     unknown = sorted(str(key) for key in keys if key not in BUDGET_FIELDS)
@@ -119,8 +140,32 @@ def budget_over(base: Budget, keys: Mapping[str, int]) -> Budget:
     try:
         return replace(base, **keys)
     except InputError as exc:
-        shown = ", ".join(f"{key} {value}" for key, value in keys.items())
-        raise InputError(f"the configured budget ({shown}): {exc}") from exc
+        spelled = names or {}
+        shown = ", ".join(f"{spelled.get(key, key)} = {value}" for key, value in keys.items())
+        verb = "makes" if len(keys) == 1 else "make"
+        raise InputError(f"{shown} over the context's budget {verb} no budget: {exc}") from exc
+
+
+# how a configuration file spells the Budget fields its [budget] table sets
+CONFIG_NAMES = {
+    "window": "[budget] window",
+    "output_reserve": "[budget] output_reserve",
+    "configured": "[budget] limit",
+    "reserve": "[budget] reserve",
+}
+
+
+def resume_below(budget: Budget, floor: int) -> int | None:
+    """The figure below which work resumes after maintenance under ``budget``, when even a
+    request on an empty context (the protocol, the kernel, the work tools' schemas) takes
+    ``floor`` tokens: the warning level; the critical level when the floor is at warning
+    already (a small window's fixed part); None when it is at critical too, where maintenance
+    could never bring pressure down, so pressure alone never starts it (only a request too
+    large for the hard limit does, ended as soon as the request fits again)."""
+    for level in (budget.warning, budget.critical):
+        if floor < level:
+            return level
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """Committing a context transaction inside one write: the rebase decision, the mind layer's
 changes, the event and its receipt, the projection and the recall index, and the `budget`
-refusal of a transaction that would leave the frames in view past the critical level.
+refusal of a transaction that would leave a request that cannot be served: the smallest
+maintenance request (its fixed part and the frames in view) past the critical level.
 :meth:`morphz.contextdb.Context.commit` parses and checks the text, then calls :func:`commit_in`.
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from morphz import events as ev
@@ -45,10 +47,13 @@ def commit_in(
     budget: Budget | None,
     budget_keys: Mapping[str, int],
     calibration: Calibration | None,
+    request_floor: int | None = None,
 ) -> Receipt:
     """Commit ``tx`` (its ``canonical`` text recorded) inside the write ``w``: decide the
     rebase, apply it through the mind layer, append its event, write the projection and the
-    recall index, and refuse (nothing written) what the budget cannot hold."""
+    recall index, and refuse (nothing written) what the budget cannot hold: ``request_floor``
+    is the figure of the smallest maintenance request on an empty context (None: the protocol
+    and :data:`MINIMUM_ALLOWANCE`)."""
     row = w.row
     changed = (
         w.changed_boundaries(tx_boundaries(tx), tx.base_version)
@@ -100,7 +105,8 @@ def commit_in(
     w.append_event(event)
     grown = w.write_changes(changes, version, seq)
     if grown > 0:
-        _check_room(w, tx, changes, budget, budget_keys, calibration=calibration)
+        limits = Limits(budget, budget_keys, calibration, request_floor)
+        _check_room(w, tx, changes, limits)
     # the frames' documents (negative rowids) before the event's: FTS5 writes a segment each
     # time a rowid goes down within the transaction (SqliteRecall.put_frames)
     maintain.index_frames(w, list(reindex), recorded)
@@ -170,36 +176,55 @@ def _grower(tx: Tx, changes: Changes) -> dict[str, Any]:
     return {"op": tx.ops[index].name, "op_index": index, "line": line, "column": column}
 
 
-def _check_room(
-    w: WriteTxn,
-    tx: Tx,
-    changes: Changes,
-    budget: Budget | None,
-    keys: Mapping[str, int],
-    *,
-    calibration: Calibration | None,
-) -> None:
+# tokens a maintenance request adds to the protocol and the frames when no runtime measured its
+# floor (runtime/floor.py): the kernel, the empty regions, the context_tx and recall schemas, the
+# system preamble and the framing (about 620 with the CLI's tools; a test keeps it above that)
+MINIMUM_ALLOWANCE = 700
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What the `budget` refusal measures with: the runtime's budget (None: the stored one) and
+    the keys over it, its calibration, and the figure of its smallest maintenance request."""
+
+    budget: Budget | None
+    keys: Mapping[str, int]
+    calibration: Calibration | None
+    request_floor: int | None
+
+    def floor(self) -> int:
+        """The smallest maintenance request's figure, frames aside."""
+        if self.request_floor is not None:
+            return self.request_floor
+        from morphz.encoding.protocol import PROTOCOL_TOKENS
+        from morphz.encoding.tokens import figure
+
+        return figure(PROTOCOL_TOKENS + MINIMUM_ALLOWANCE, self.calibration).tokens
+
+
+def _check_room(w: WriteTxn, tx: Tx, changes: Changes, limits: Limits) -> None:
     """Refuse (BudgetError, nothing written) a transaction ``tx`` that grew the frames in view
-    when, with the protocol, they pass the critical level (counted with ``calibration``, as the
+    when the smallest maintenance request with them (its fixed part: protocol, kernel, the
+    context_tx and recall schemas, preamble, framing) passes the critical level (counted as the
     runtime counts its requests): maintenance batches leave observations out, never the mind,
-    so from there no request could be served. A transaction that does not grow the frames
-    (retiring, shortening, superseding) always commits."""
-    from morphz.encoding.protocol import PROTOCOL_TOKENS
+    so from there the maintenance reserve could not hold the current request and what the
+    agent's steps produce, and soon no request could be served. A transaction that does not
+    grow the frames (retiring, shortening, superseding) always commits."""
     from morphz.encoding.tokens import figure
 
     frames, stored = w.active.frames_and_budget()
-    base = budget or Budget.stored(stored)
-    limits = budget_over(base, keys)
-    needed = figure(frames + PROTOCOL_TOKENS, calibration).tokens
-    if needed > limits.critical:
+    budget = budget_over(limits.budget or Budget.stored(stored), limits.keys)
+    needed = figure(frames, limits.calibration).tokens + limits.floor()
+    if needed > budget.critical:
         raise BudgetError(
-            f"this transaction would leave frames of about {needed} tokens in view (with the "
-            f"protocol), over the critical level of {limits.critical}: maintenance could not "
+            f"this transaction would leave frames in view that make even the smallest "
+            f"maintenance request about {needed} tokens (with the protocol, the kernel and the "
+            f"tool schemas), over the critical level of {budget.critical}: maintenance could not "
             "bring the context back under it, since only observations are left out of a "
             "request. Make the frames smaller instead: derive a short summary and supersede "
             "what it replaces ((relate NEW supersedes OLD) and (retire OLD) retire OLD at once), "
             "revise frames shorter, or retire frames and wait for the window to end; or raise "
             "the budget",
-            details={"tokens": needed, "critical": limits.critical},
+            details={"tokens": needed, "critical": budget.critical},
             **_grower(tx, changes),  # found only for a refusal: commits skip it
         )

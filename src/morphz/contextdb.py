@@ -194,6 +194,24 @@ class Context:
         with self.db.store.write(self.id) as w:
             w.active.put_setting("budget", budget.to_dict())
 
+    def update_budget(self, changes: Mapping[str, Any]) -> Budget:
+        """Change the fields of this context's budget that ``changes`` names (``configured``
+        None removes its own limit), keeping the others as stored, in one write: another
+        process's change of another field at the same time stands. Returns the budget stored."""
+        from morphz.capacity import BUDGET_FIELDS
+
+        unknown = sorted(str(key) for key in changes if key not in BUDGET_FIELDS)
+        if unknown:
+            raise InputError(
+                f"unknown budget field(s) {', '.join(unknown)}: a budget's fields are "
+                + ", ".join(BUDGET_FIELDS)
+            )
+        with self.db.store.write(self.id) as w:
+            stored = Budget.stored(w.active.settings().get("budget"))
+            budget = Budget.from_dict({**stored.to_dict(), **changes})
+            w.active.put_setting("budget", budget.to_dict())
+        return budget
+
     def view(self) -> View:
         """How this context is shown to a model: preview threshold, session working set."""
         from morphz.encoding.view import stored_view
@@ -206,6 +224,17 @@ class Context:
         appending.check_setting(view, "view")
         with self.db.store.write(self.id) as w:
             w.active.put_setting("view", view.to_dict())
+
+    def update_view(self, changes: Mapping[str, Any]) -> View:
+        """Change the view settings ``changes`` names, keeping the others as stored, in one
+        write (another process's change of another setting at the same time stands). Returns
+        the view stored."""
+        from morphz.encoding.view import View, stored_view
+
+        with self.db.store.write(self.id) as w:
+            view = View.from_dict({**stored_view(w.active.settings()).to_dict(), **changes})
+            w.active.put_setting("view", view.to_dict())
+        return view
 
     def calibration(self, model: str) -> Calibration:
         """What this context has learned about ``model``'s token counts (provider-reported input
@@ -513,11 +542,14 @@ class Context:
         budget: Budget | None = None,
         budget_keys: Mapping[str, int] | None = None,
         calibration: Calibration | None = None,
+        request_floor: int | None = None,
     ) -> Receipt:
         """Commit a context transaction atomically, or raise a typed TxError (state untouched).
         ``budget`` (else the stored one) with ``budget_keys`` over it is what the `budget`
-        refusal measures against, and ``calibration`` how it counts: a runtime passes the budget
-        and calibration it measures requests with."""
+        refusal measures against, ``calibration`` how it counts, and ``request_floor`` the
+        figure of the smallest maintenance request beside the frames (None: the protocol and an
+        allowance for the rest): a runtime passes the budget, calibration and floor it measures
+        requests with (morphz.runtime.floor)."""
         if not isinstance(text, str):
             raise InputError("a context transaction is text: (context-tx (base-version N) OP...)")
         check_id(session, "session id")
@@ -528,6 +560,7 @@ class Context:
             return committing.commit_in(
                 w, tx, canonical, session, recorded,
                 budget=budget, budget_keys=budget_keys or {}, calibration=calibration,
+                request_floor=request_floor,
             )  # fmt: skip
 
     def set_window(self, window: int, *, session: str = DEFAULT_SESSION) -> ev.Event:

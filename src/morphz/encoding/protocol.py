@@ -103,9 +103,9 @@ tokens of this request (figure: estimated, calibrated from the provider's report
 and the budget. Keep room: derive conclusions from processed
 observations and retire them; revise frames instead of adding near-copies; retire frames you no
 longer need in view. At critical pressure you are in maintenance: only context_tx and recall are
-offered until your commits bring pressure back to normal. A provider's refusal of a request as
-too long also starts maintenance: the kernel's scheduling then states refused-above, the tokens
-a request must stay under, and work resumes when the request is under them at normal pressure.
+offered until your commits bring pressure below warning (critical if even an empty context is at
+warning). A provider's refusal of a request as too long also starts it: the kernel's scheduling
+then states refused-above, the tokens each request must stay under; work resumes under both.
 A request too long even then is a batch: scheduling says how many inbox items it shows and leaves
 out; retire what you processed to see the rest.")
  (increments "A request may continue with (context-delta ...) forms after the encoding, each

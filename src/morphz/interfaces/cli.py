@@ -9,6 +9,7 @@ errors stay click's (exit status 2). The reference is docs/cli.md.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -293,7 +294,8 @@ def tx_command(*, context_id: str, tx_file: TextIO, session: str, db_path: str, 
     """Commit a context transaction to CTX.
 
     Prints the receipt; a refused transaction prints the error, exits with status 1 and leaves
-    the store unchanged."""
+    the store unchanged. The `budget` refusal measures as exec would: with the configuration's
+    [budget] keys over CTX's budget, and its model's calibration."""
     try:
         text = tx_file.read()
     except UnicodeDecodeError as exc:
@@ -301,8 +303,12 @@ def tx_command(*, context_id: str, tx_file: TextIO, session: str, db_path: str, 
             f"{tx_file.name} is not valid UTF-8 (byte {exc.start + 1}): save it as UTF-8",
             param_hint="--file",
         ) from exc
-    with open_context(db_path, context_id) as ctx:
-        receipt = ctx.commit(text, session=session)
+    from morphz.interfaces.cli_encoding import commit_limits
+    from morphz.runtime.config import load
+
+    settings = load(Path.home(), Path.cwd(), os.environ)
+    with open_context(db_path, context_id) as ctx:  # refused by the budget exec measures with
+        receipt = ctx.commit(text, session=session, **commit_limits(settings, ctx))
     emit(fmt, receipt.to_dict(), lambda: render.receipt(receipt))
 
 

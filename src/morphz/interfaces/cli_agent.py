@@ -24,7 +24,7 @@ import click
 
 import morphz
 from morphz import DEFAULT_CONTEXT
-from morphz.capacity import Budget, budget_over
+from morphz.capacity import CONFIG_NAMES, Budget, budget_over
 from morphz.checks import check_id, check_text
 from morphz.ids import ref_seq
 from morphz.interfaces import render
@@ -81,22 +81,26 @@ class Agent:
         engine.budget()
         return engine
 
+    def _over(self, stored: Budget) -> Budget:
+        """The configured [budget] keys over ``stored`` (refused naming them as the file does)."""
+        return budget_over(self.config.budget or stored, self.config.budget_keys, CONFIG_NAMES)
+
     def check_new_store(self, db_path: str) -> None:
         """When no store exists at ``db_path`` yet, refuse before creating one the [budget]
         keys that make no budget over a new context's."""
         if not Path(db_path).expanduser().exists():
-            budget_over(self.config.budget or Budget(), self.config.budget_keys)
+            self._over(Budget())
 
     def open_context(self, db: morphz.Database, context_id: str) -> morphz.Context:
         """CTX, created when missing unless the configured [budget] keys make no budget over
         the one it would have, after marking interrupted the activations that a process on
         this host left running when it died (said on stderr, so JSON output stays clean)."""
         if context_id not in db.contexts():
-            budget_over(self.config.budget or Budget(), self.config.budget_keys)
+            self._over(Budget())
             ctx = db.context(context_id, create=True)
         else:  # refused before anything is written, orphans' ends included
             ctx = db.context(context_id)
-            budget_over(self.config.budget or ctx.budget(), self.config.budget_keys)
+            self._over(ctx.budget())
         marked = ctx.interrupt_orphaned()
         if marked:
             click.echo(

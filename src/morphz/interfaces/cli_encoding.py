@@ -12,11 +12,11 @@ from typing import Any
 
 import click
 
+import morphz
 from morphz import DEFAULT_SESSION
-from morphz.capacity import Budget
+from morphz.capacity import CONFIG_NAMES, Budget, budget_over, resume_below
 from morphz.encoding.blocks import encoding_layout
 from morphz.encoding.tokens import exact_counter
-from morphz.encoding.view import View
 from morphz.interfaces import render
 from morphz.interfaces.cli import (
     context_argument,
@@ -27,8 +27,54 @@ from morphz.interfaces.cli import (
     local_now,
     open_context,
 )
-from morphz.runtime.config import load, model_name
+from morphz.runtime.config import Settings, load, model_name
+from morphz.runtime.floor import empty_request, request_options
 from morphz.runtime.report import pick_activations, request_stats, total
+
+
+def _configured_model(settings: Settings) -> str:
+    return "none" if settings.model is None else model_name(settings.model)
+
+
+def runtime_floor(settings: Settings, ctx: morphz.Context, *, maintenance: bool) -> int:
+    """The figure of the smallest request `morphz exec` would send on ``ctx`` in work or in
+    ``maintenance``, as the configuration sets it up (its model, profile, tools and token
+    counting; the current folder as the workspace): morphz.runtime.floor."""
+    from morphz.interfaces.cli_agent import build_tools  # it imports cli, which imports us
+
+    name = _configured_model(settings)
+    options = request_options(
+        build_tools(settings),
+        maintenance=maintenance,
+        model=name,
+        profile=settings.profile,
+        bindings={"workspace": str(Path.cwd())},
+        calibration=ctx.calibration(name),
+        counter=exact_counter(name) if settings.exact_tokens else None,
+    )
+    return empty_request(options)
+
+
+def commit_limits(settings: Settings, ctx: morphz.Context) -> dict[str, Any]:
+    """What ``ctx.commit``'s `budget` refusal measures with when the command line commits, as
+    the agent's own commits under `morphz exec` would: the configuration's [budget] keys, the
+    configured model's calibration and the floor of its maintenance request."""
+    return {
+        "budget_keys": configured_keys(settings, ctx),
+        "calibration": ctx.calibration(_configured_model(settings)),
+        "request_floor": runtime_floor(settings, ctx, maintenance=True),
+    }
+
+
+def configured_keys(
+    settings: Settings, ctx: morphz.Context, budget: int | None = None
+) -> dict[str, int]:
+    """The configuration's [budget] keys (with ``budget``, given as --budget, for its limit),
+    refused at once, named as they were given, when they make no budget over ``ctx``'s."""
+    keys = settings.budget | ({} if budget is None else {"configured": budget})
+    names = CONFIG_NAMES | ({} if budget is None else {"configured": "--budget"})
+    budget_over(ctx.budget(), keys, names)
+    return keys
 
 
 @context_group.command("encoding")
@@ -76,9 +122,9 @@ def encoding_command(
     settings = load(Path.home(), Path.cwd(), os.environ)
     # a typo is refused as exec refuses it; named as the runtime names the model it makes
     name = model if model == "none" else model_name(model)
-    keys = settings.budget | ({} if budget is None else {"configured": budget})
     local_time = local_now()
     with open_context(db_path, context_id) as ctx:
+        keys = configured_keys(settings, ctx, budget)
         encoding = ctx.encode(  # the budget: the keys over the one stored in its snapshot
             session=session,
             budget_keys=keys,
@@ -124,21 +170,20 @@ def budget_command(
 ) -> None:
     """Show CTX's token budget; with options, change it first.
 
-    hard = min(limit, window - output reserve); critical from hard - reserve."""
+    hard = min(limit, window - output reserve); critical from hard - reserve. Only the keys
+    given change, in one write. When even a request on an empty context (the protocol, the
+    kernel, the tool schemas of exec under the configuration) is at warning pressure under the
+    new budget, a note on stderr says what that does to maintenance."""
     if no_limit and limit is not None:
         raise click.UsageError("give --limit N or --no-limit, not both")
+    changes = _given(
+        {"window": window, "output_reserve": output_reserve, "configured": limit,
+         "reserve": reserve},
+    ) | ({"configured": None} if no_limit else {})  # fmt: skip
     with open_context(db_path, context_id) as ctx:
+        if changes:
+            _note_floor(ctx.update_budget(changes), ctx)
         current = ctx.budget()
-        changed = _with(
-            current.to_dict(),
-            {"window": window, "output_reserve": output_reserve, "configured": limit,
-             "reserve": reserve},
-        )  # fmt: skip
-        if no_limit:
-            changed = {**(changed or current.to_dict()), "configured": None}
-        if changed is not None:
-            current = Budget.from_dict(changed)
-            ctx.set_budget(current)
         pressure = ctx.status(local_time=local_now()).pressure
     emit(
         fmt,
@@ -187,23 +232,40 @@ def view_command(
     The inbox preview threshold and the session directory's working set, used by every
     encoding of CTX (the runtime's, `context encoding`, `ctx.encode`) unless a compile
     overrides them."""
-    with open_context(db_path, context_id) as ctx:
-        current = ctx.view()
-        changed = _with(
-            current.to_dict(),
-            {"preview_threshold": preview_threshold, "session_hours": session_hours,
-             "session_count": session_count, "session_tokens": session_tokens},
-        )  # fmt: skip
-        if changed is not None:
-            current = View.from_dict(changed)
-            ctx.set_view(current)
+    changes = _given(
+        {"preview_threshold": preview_threshold, "session_hours": session_hours,
+         "session_count": session_count, "session_tokens": session_tokens},
+    )  # fmt: skip
+    with open_context(db_path, context_id) as ctx:  # only the settings given change, in one write
+        current = ctx.update_view(changes) if changes else ctx.view()
     emit(fmt, {"view": current.to_dict()}, lambda: render.view(current))
 
 
-def _with(current: dict[str, Any], options: dict[str, Any]) -> dict[str, Any] | None:
-    """``current`` with the options that were given (not None), or None when none was."""
-    given = {k: v for k, v in options.items() if v is not None}
-    return {**current, **given} if given else None
+def _note_floor(budget: Budget, ctx: morphz.Context) -> None:
+    """Say on stderr (JSON output stays clean) when even a request on an empty context is at
+    warning pressure under ``budget``: maintenance then ends below critical, or never starts."""
+    floor = runtime_floor(load(Path.home(), Path.cwd(), os.environ), ctx, maintenance=False)
+    below = resume_below(budget, floor)
+    if below == budget.warning:
+        return
+    said = (
+        f"morphz: under this budget even a request on an empty context (the protocol, the "
+        f"kernel and exec's tool schemas) takes about {floor} tokens, at or above the warning "
+        f"level ({budget.warning})"
+    )
+    if below is None:
+        said += (
+            f" and the critical level ({budget.critical}): maintenance could not lower it, so "
+            "pressure never starts maintenance"
+        )
+    else:
+        said += ": after maintenance, work resumes below the critical level instead"
+    click.echo(f"{said}; raise the limit or the window for room to work", err=True)
+
+
+def _given(options: dict[str, Any]) -> dict[str, Any]:
+    """The options that were given (not None)."""
+    return {k: v for k, v in options.items() if v is not None}
 
 
 @context_group.command("requests")

@@ -82,6 +82,7 @@ async def _context_tx(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
             budget=tc.budget,
             budget_keys=tc.budget_keys,
             calibration=tc.calibration,
+            request_floor=tc.request_floor,
         )
     except MorphzError as exc:
         return ToolOutcome(json.dumps({"ok": False, "error": exc.to_dict()}), error=True)

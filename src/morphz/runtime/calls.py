@@ -69,8 +69,8 @@ class Calls:
             if tool.external and maintenance:
                 return tool, ToolOutcome(
                     f"{call.name} is withdrawn during maintenance: only context_tx and recall "
-                    "are available until pressure is back to normal (the kernel's pressure "
-                    "level)",
+                    "are available until your commits bring pressure below warning (the "
+                    "kernel's pressure level; critical if even an empty context is at warning)",
                     error=True,
                     ran=False,
                 )

@@ -8,7 +8,9 @@ delivers its own observation), until a reply is delivered or the step limit is r
 
 At critical pressure, or after the provider refuses an input as too long, the activation is in
 maintenance: only ``context_tx`` and ``recall`` are offered, and pressure is measured again after
-each step; work resumes when the request with the external tools would be at normal pressure. The
+each step; work resumes when the request with the external tools would be below the warning level
+(below critical when even an empty context's work request, :mod:`morphz.runtime.floor`, is at
+warning; pressure never starts maintenance when that request is at critical). The
 mode is decided before the encoding a request carries is final, so its kernel states the mode of
 the request, and its pressure figure counts the work tool set (in maintenance: the pressure that
 resuming work would meet). When what the whole request sends exceeds the hard limit, the model is
@@ -39,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from morphz import events as ev
 from morphz import owners
-from morphz.capacity import Budget, budget_over, select_batch
+from morphz.capacity import Budget, budget_over, resume_below, select_batch
 from morphz.encoding.compile import Encoding
 from morphz.encoding.options import EncodeOptions
 from morphz.encoding.prefix import PrefixMeter, request_text
@@ -50,6 +52,7 @@ from morphz.observe import Observation
 from morphz.runtime import batches
 from morphz.runtime.calls import Calls
 from morphz.runtime.costs import output_tokens
+from morphz.runtime.floor import Floors
 from morphz.runtime.models.base import (
     ContextTooLongError,
     Model,
@@ -137,6 +140,7 @@ class Engine:
         # reading and writing an entry, so concurrent ones never see half an update.
         self.answered: Answered = {}
         self.clock: Callable[[], str] = _now
+        self.measured = Floors(self.calibration)
 
     def options(
         self, session: str, *, batch: bool = False, maintenance: bool = False, **fields: Any
@@ -173,6 +177,14 @@ class Engine:
             return self.config.budget
         return budget_over(self.config.budget or self.ctx.budget(), keys)
 
+    def floors(self) -> tuple[int, int]:
+        """The figures of this engine's smallest work and maintenance requests (an empty
+        context's encoding with the tools each sends, :mod:`morphz.runtime.floor`): the first
+        decides when work resumes (capacity.resume_below), the second is what the `budget`
+        refusal of the agent's commits counts beside the frames."""
+        work, maintenance = (self.options("default", batch=m, maintenance=m) for m in (False, True))
+        return self.measured.get(work, False), self.measured.get(maintenance, True)
+
     def sent_tokens(self, text: str, schemas: list[str]) -> int:
         """The tokens of a request sending ``text`` with the tool ``schemas``, counted as the
         pressure figure counts them (the preamble and framing in, the figures' slack out)."""
@@ -199,16 +211,17 @@ class Engine:
     ) -> ActivationResult:
         """One activation: the user message ``prompt`` in ``session``, until a reply."""
         goal = (objective or prompt[:200]).strip() or None
+        floors = await asyncio.to_thread(self.floors)
         # the message and the activation that protects it, in one transaction
         start = thread_job(self.ctx.begin_activation, session, prompt, goal)
         try:
             root, act = await asyncio.shield(start)
         except asyncio.CancelledError:  # the start is being written: record the end too
             root, act = await _despite_cancellation(start)
-            cancelled = _Run(self, act, session, root.seq, goal or "answer the user")
+            cancelled = _Run(self, act, session, root.seq, goal or "answer the user", floors=floors)
             await asyncio.shield(cancelled.finish("interrupted", "cancelled as it started"))
             raise
-        run = _Run(self, act, session, root.seq, goal or "answer the user")
+        run = _Run(self, act, session, root.seq, goal or "answer the user", floors=floors)
         run.result.events.append(root.ref)
         try:
             return await self._loop(run)
@@ -235,7 +248,14 @@ class _Run:
     """The state of one activation while it runs."""
 
     def __init__(
-        self, engine: Engine, activation: str, session: str, root: int, objective: str
+        self,
+        engine: Engine,
+        activation: str,
+        session: str,
+        root: int,
+        objective: str,
+        *,
+        floors: tuple[int, int],
     ) -> None:
         self.e = engine
         self.activation = activation
@@ -243,6 +263,7 @@ class _Run:
         self.root = root
         self.objective = objective
         self.maintenance = False
+        self.floor = floors[0]  # the work request's on an empty context: when work resumes
         self.ceiling: int | None = None  # a request figure the provider refuses from (too long)
         self._refusal = ""  # what it said
         self.result = ActivationResult(activation, session, "running", None, 0)
@@ -263,6 +284,7 @@ class _Run:
             engine.config.budget,
             engine.config.budget_keys,
             engine.calibration,
+            floors[1],
         )
         self.calls = Calls(engine, self.tc, session, self.result.events)
 
@@ -360,23 +382,30 @@ class _Run:
     async def _decide(self) -> Encoding:
         """The encoding of this step, compiled in the mode it is sent in: one compile unless the
         mode changes. Work gives way to maintenance at critical pressure; maintenance gives way
-        to work when the request with the external tools is back to normal (the figure counts
-        them in both modes, see :meth:`_encode`)."""
+        to work when the request with the external tools is back below warning (the figure
+        counts them in both modes, see :meth:`_encode`), or below critical where even an empty
+        context's request is at warning (capacity.resume_below)."""
         encoding = await self._encode(self.maintenance)
-        level = encoding.pressure.level
+        resume = resume_below(encoding.pressure.budget, self.floor)
         if not self.maintenance:
-            if level != "critical":
-                return encoding
+            if encoding.pressure.level != "critical" or resume is None:
+                return encoding  # None: maintenance could not bring pressure down
             self.maintenance = True
             return await self._encode(True)
         # the maintenance figure counts the work tools: it is what resuming would send
-        if level != "normal" or encoding.tokens > self._limit(encoding):
+        if not self._resumes(encoding, resume):
             return encoding  # not yet: pressure, or no smaller than what the provider refused
         work = await self._encode(False)
-        if work.pressure.level != "normal":  # another session added to the context meanwhile
+        if not self._resumes(work, resume):  # another session added to the context meanwhile
             return encoding
         self.maintenance = False  # room again: external tools come back
         return work
+
+    def _resumes(self, encoding: Encoding, below: int | None) -> bool:
+        """Whether work may resume with ``encoding``'s figure: under ``below`` (None: any) and
+        within the hard limit, or the ceiling a provider's refusal set."""
+        tokens = encoding.tokens
+        return (below is None or tokens < below) and tokens <= self._limit(encoding)
 
     async def _encode(
         self, maintenance: bool, only: frozenset[int] | None = None, *, as_sent: bool = False

@@ -78,6 +78,9 @@ class ToolContext:
     budget: Budget | None = None
     budget_keys: Mapping[str, int] = field(default_factory=dict)
     calibration: Calibration | None = None  # ... and how it counts them
+    # the tokens of the smallest maintenance request (runtime/floor.py), which the refusal counts
+    # beside the frames (None: committing's allowance)
+    request_floor: int | None = None
     # the activation's work still running in threads (see in_thread)
     pending: set[asyncio.Future[Any]] = field(default_factory=set)
     # set when a caller of in_thread is cancelled: work that can stop early (a child process
