@@ -151,7 +151,7 @@ def _threshold(w: WriteTxn) -> Callable[[], int]:
 
     @functools.cache
     def read() -> int:
-        return stored_view(w.active.settings()).preview_threshold
+        return stored_view(w.active.settings(), w.row.context_id).preview_threshold
 
     return read
 
@@ -190,7 +190,7 @@ def _check_room(
     from morphz.encoding.tokens import figure
 
     frames, stored = w.active.frames_and_budget()
-    base = budget or Budget.stored(stored)
+    base = budget or Budget.stored(stored, w.row.context_id)
     limits = budget_over(base, keys)
     needed = figure(frames + PROTOCOL_TOKENS, calibration).tokens
     if needed > limits.critical:

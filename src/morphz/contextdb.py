@@ -36,6 +36,7 @@ from morphz.observe import Observation
 from morphz.recall import maintain
 from morphz.results import AuditReport, FrameView, Mind, ObservationView, Receipt, Status
 from morphz.store.base import ActivationRow, SessionRow, WriteTxn
+from morphz.stored_settings import read_setting
 from morphz.txlang import print_tx, read_tx
 
 if TYPE_CHECKING:
@@ -199,7 +200,7 @@ class Context:
         from morphz.encoding.view import stored_view
 
         with self.db.store.read(self.id) as r:
-            return stored_view(r.active.settings())
+            return stored_view(r.active.settings(), self.id)
 
     def set_view(self, view: View) -> None:
         """Store this context's view (a runtime setting, not mind state)."""
@@ -212,9 +213,10 @@ class Context:
         tokens against estimates), so a new engine or process starts calibrated."""
         from morphz.encoding.tokens import Calibration
 
+        name = f"calibration:{model}"
         with self.db.store.read(self.id) as r:
-            data = r.active.settings().get(f"calibration:{model}")
-        return Calibration.from_dict(data) if data else Calibration()
+            data = r.active.settings().get(name)
+        return read_setting(self.id, name, data, Calibration.from_dict) or Calibration()
 
     def save_calibration(self, model: str, calibration: Calibration) -> None:
         """Store ``calibration`` for ``model`` (a runtime setting, not mind state)."""
