@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from morphz import events as ev
+from morphz.capacity import Budget
 from morphz.errors import StoreBusyError, StoreError, TxError
 from morphz.mind import (
     OBSERVATION_KINDS,
@@ -31,6 +32,7 @@ from morphz.recall.documents import (
 )
 from morphz.results import AuditReport
 from morphz.store.base import ReadTxn, Store
+from morphz.stored_settings import problem
 from morphz.txlang import read_tx
 from morphz.txlang.ops import Tx
 
@@ -318,6 +320,23 @@ def _compare_recall(state: MindState, r: ReadTxn, out: _Report) -> None:
         )
 
 
+def _check_settings(r: ReadTxn, out: _Report) -> None:
+    """Every stored setting (budget, view, calibrations) reads as its type: a damaged one would
+    fail every encoding and status of the context (runtime state, not replayed from the log)."""
+    from morphz.encoding.tokens import Calibration
+    from morphz.encoding.view import View
+
+    readers: dict[str, Callable[[dict[str, Any]], object]] = {
+        "budget": Budget.from_dict,
+        "view": View.from_dict,
+    }
+    for name, text in r.active.setting_rows():
+        calibration = name.startswith("calibration:")
+        read = Calibration.from_dict if calibration else readers.get(name)
+        if (wrong := problem(r.row.context_id, name, text, read)) is not None:
+            out.add(wrong)
+
+
 def _next_event(events: Iterator[ev.Event], state: MindState, out: _Report) -> ev.Event | None:
     """The next event of the log, or None at its end or where a damaged row cannot be read
     (reported: the replay stops there). A store that fails otherwise (closed, busy) raises."""
@@ -377,5 +396,6 @@ def _replay(
         if progress is not None:
             progress(report.events, total)
         _compare_rows(state, r, out)
+        _check_settings(r, out)
         report.stored_head = r.row.head
         report.replayed_head = state.head

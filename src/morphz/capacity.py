@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from morphz.checks import check_whole
 from morphz.errors import InputError
+from morphz.stored_settings import read_setting
 
 Level = Literal["normal", "notice", "warning", "critical"]
 LEVELS: tuple[Level, ...] = ("normal", "notice", "warning", "critical")  # in rising order
@@ -114,9 +115,10 @@ class Budget:
         return cls(**data)
 
     @classmethod
-    def stored(cls, data: dict[str, Any] | None) -> Budget:
-        """A context's stored budget setting, or the default when it has none."""
-        return cls.from_dict(data) if data else _DEFAULT
+    def stored(cls, data: dict[str, Any] | None, context_id: str) -> Budget:
+        """Context ``context_id``'s stored budget setting, or the default when it has none (a
+        damaged one: StoreError)."""
+        return read_setting(context_id, "budget", data, cls.from_dict) or _DEFAULT
 
 
 _DEFAULT = Budget()  # what a context without a budget setting has

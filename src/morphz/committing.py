@@ -155,7 +155,7 @@ def _threshold(w: WriteTxn) -> Callable[[], int]:
 
     @functools.cache
     def read() -> int:
-        return stored_view(w.active.settings()).preview_threshold
+        return stored_view(w.active.settings(), w.row.context_id).preview_threshold
 
     return read
 
@@ -213,7 +213,7 @@ def _check_room(w: WriteTxn, tx: Tx, changes: Changes, limits: Limits) -> None:
     from morphz.encoding.tokens import figure
 
     frames, stored = w.active.frames_and_budget()
-    budget = budget_over(limits.budget or Budget.stored(stored), limits.keys)
+    budget = budget_over(limits.budget or Budget.stored(stored, w.row.context_id), limits.keys)
     needed = figure(frames, limits.calibration).tokens + limits.floor()
     if needed > budget.critical:
         raise BudgetError(

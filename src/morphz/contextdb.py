@@ -36,6 +36,7 @@ from morphz.observe import Observation
 from morphz.recall import maintain
 from morphz.results import AuditReport, FrameView, Mind, ObservationView, Receipt, Status
 from morphz.store.base import ActivationRow, SessionRow, WriteTxn
+from morphz.stored_settings import read_setting
 from morphz.txlang import print_tx, read_tx
 
 if TYPE_CHECKING:
@@ -207,7 +208,7 @@ class Context:
                 + ", ".join(BUDGET_FIELDS)
             )
         with self.db.store.write(self.id) as w:
-            stored = Budget.stored(w.active.settings().get("budget"))
+            stored = Budget.stored(w.active.settings().get("budget"), self.id)
             budget = Budget.from_dict({**stored.to_dict(), **changes})
             w.active.put_setting("budget", budget.to_dict())
         return budget
@@ -217,7 +218,7 @@ class Context:
         from morphz.encoding.view import stored_view
 
         with self.db.store.read(self.id) as r:
-            return stored_view(r.active.settings())
+            return stored_view(r.active.settings(), self.id)
 
     def set_view(self, view: View) -> None:
         """Store this context's view (a runtime setting, not mind state)."""
@@ -232,7 +233,9 @@ class Context:
         from morphz.encoding.view import View, stored_view
 
         with self.db.store.write(self.id) as w:
-            view = View.from_dict({**stored_view(w.active.settings()).to_dict(), **changes})
+            view = View.from_dict(
+                {**stored_view(w.active.settings(), self.id).to_dict(), **changes}
+            )
             w.active.put_setting("view", view.to_dict())
         return view
 
@@ -241,9 +244,10 @@ class Context:
         tokens against estimates), so a new engine or process starts calibrated."""
         from morphz.encoding.tokens import Calibration
 
+        name = f"calibration:{model}"
         with self.db.store.read(self.id) as r:
-            data = r.active.settings().get(f"calibration:{model}")
-        return Calibration.from_dict(data) if data else Calibration()
+            data = r.active.settings().get(name)
+        return read_setting(self.id, name, data, Calibration.from_dict) or Calibration()
 
     def save_calibration(self, model: str, calibration: Calibration) -> None:
         """Store ``calibration`` for ``model`` (a runtime setting, not mind state)."""

@@ -7,6 +7,8 @@ import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 from morphz.checks import check_id, check_window, utc_now
 from morphz.contextdb import DEFAULT_CONTEXT, Context
@@ -80,6 +82,60 @@ class Database:
         self.close()
 
 
+_EXAMPLE = "a path such as ~/.morphz/morphz.db"
+
+
+def store_path(target: str | os.PathLike[str]) -> Path:
+    """The file a store target names: a path (``~`` and ``~user`` expanded), or a ``file:``
+    URI of a local file (``file:///home/me/morphz.db``, as SQLite and other tools take it).
+    Refused with what to give instead: a PostgreSQL DSN (not in this release), ``:memory:``
+    (a store keeps a writer and a reader per thread, each a connection of its own, and the
+    recall index's rebuild and WAL mode need a file), a URI with a query or of another host, and
+    a ``~user`` whose home is unknown."""
+    if not isinstance(target, str | os.PathLike):
+        raise InputError(f"a store is a file path, not {target!r}: pass {_EXAMPLE}")
+    text = str(target)
+    if text.startswith(("postgresql://", "postgres://")):
+        raise StoreError(
+            f"this Morphz release stores contexts in SQLite only: pass {_EXAMPLE} (the "
+            "PostgreSQL backend is a separate, planned issue)"
+        )
+    name = _file_uri(text) if text[:5].lower() == "file:" else text
+    if name == ":memory:":
+        raise InputError(
+            "a store is a file: :memory: (SQLite's in-memory database) cannot hold one, since a "
+            "store opens a connection per thread and keeps its log beside the file; for a "
+            "throwaway store, give a file in a temporary folder (made by mktemp -d, or "
+            "tempfile.mkdtemp() in Python)"
+        )
+    try:
+        return Path(name).expanduser()
+    except RuntimeError as exc:  # ~user of no user, or no home folder to expand ~ to
+        head = name.split("/", 1)[0]
+        raise InputError(
+            f"{text!r} starts with {head}, but no home folder is known for it: give the "
+            "store's path in full, e.g. /home/NAME/.morphz/morphz.db"
+        ) from exc
+
+
+def _file_uri(text: str) -> str:
+    """The local file a ``file:`` URI names (percent-escapes decoded)."""
+    parts = urlsplit(text)
+    if parts.query or parts.fragment:
+        raise InputError(
+            f"a store's file: URI takes no query or fragment ({text!r}): give the file alone, "
+            "e.g. file:///home/me/morphz.db or /home/me/morphz.db"
+        )
+    if parts.netloc not in ("", "localhost"):
+        raise InputError(
+            f"{text!r} names a file on the host {parts.netloc!r}: a store is a local file; "
+            "write file:///path/to/morphz.db (three slashes) or the path alone"
+        )
+    if not parts.path:
+        raise InputError(f"{text!r} names no file: give one, e.g. file:///home/me/morphz.db")
+    return url2pathname(parts.path)
+
+
 def open(
     target: str | Path,
     *,
@@ -94,17 +150,7 @@ def open(
     nothing committed) or FULL (power loss neither). A store from an older release may need its
     recall indexes rebuilt as it opens (once, before it is returned): ``progress(context, done,
     total)`` reports each rebuild's events."""
-    if not isinstance(target, str | os.PathLike):
-        raise InputError(
-            f"a store is a file path, not {target!r}: pass a path such as ~/.morphz/morphz.db"
-        )
-    text = str(target)
-    if text.startswith(("postgresql://", "postgres://")):
-        raise StoreError(
-            "this Morphz release stores contexts in SQLite only: pass a file path such as "
-            "~/.morphz/morphz.db (the PostgreSQL backend is a separate, planned issue)"
-        )
-    path = Path(text).expanduser()
+    path = store_path(target)
     store = SqliteStore(path, synchronous=synchronous, busy_timeout=busy_timeout, create=create)
     db = Database(store, now=now)
     try:  # a recall index missing (a store from before recall) or made the old way: rebuild

@@ -162,6 +162,10 @@ class StoreError(MorphzError):
 class StoreBusyError(StoreError):
     code = "busy"
 
+    #: How the library's messages say to wait longer (``morphz.open(busy_timeout=...)``); an
+    #: interface where that is set otherwise names its own way in its place.
+    WAIT_LONGER = "raise busy_timeout"
+
 
 class SchemaError(StoreError):
     code = "schema"

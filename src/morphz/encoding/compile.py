@@ -121,11 +121,7 @@ def read_state(r: ReadTxn) -> ActiveState:
 
 
 def stored_budget(r: ReadTxn) -> Budget:
-    return _budget(r.active.settings())
-
-
-def _budget(settings: Mapping[str, Any]) -> Budget:
-    return Budget.stored(settings.get("budget"))
+    return Budget.stored(r.active.settings().get("budget"), r.row.context_id)
 
 
 def _kernel(
@@ -196,8 +192,10 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
             state.version, state.clock, shown, state.frames, state.relations, state.checkpoints
         )
     settings = r.active.settings()  # one read: the budget and the view
-    budget = budget_over(opts.budget or _budget(settings), opts.budget_keys)
-    view = opts.view_over(stored_view(settings))
+    budget = budget_over(
+        opts.budget or Budget.stored(settings.get("budget"), r.row.context_id), opts.budget_keys
+    )
+    view = opts.view_over(stored_view(settings, r.row.context_id))
     cited = r.active.cited_by([f"@e{o.seq}" for o in state.observations])
     running = r.activations(running_only=True)
     window = r.active.session_window(

@@ -14,6 +14,7 @@ from typing import Any
 from morphz.checks import check_whole
 from morphz.errors import InputError
 from morphz.mind.lifecycle import DEFAULT_PREVIEW_THRESHOLD
+from morphz.stored_settings import read_setting
 
 MAX_SESSION_HOURS = 876_000  # 100 years: a window reaching past year 1 cannot be computed
 # upper bounds that keep every figure a SQLite integer and a Python int a compile can use
@@ -56,7 +57,7 @@ class View:
         return cls(**data)
 
 
-def stored_view(settings: Mapping[str, Any]) -> View:
-    """The context's view, from its runtime settings (the default one until set)."""
-    data = settings.get("view")
-    return View.from_dict(data) if data else View()
+def stored_view(settings: Mapping[str, Any], context_id: str) -> View:
+    """Context ``context_id``'s view, from its runtime settings (the default one until set; a
+    damaged one: StoreError)."""
+    return read_setting(context_id, "view", settings.get("view"), View.from_dict) or View()

@@ -28,6 +28,9 @@ from morphz.store.base import ActivationRow
 from morphz.txlang.sexpr import unicode_problem
 
 DB_ENV = "MORPHZ_DB"
+BUSY_ENV = "MORPHZ_BUSY_TIMEOUT"
+BUSY_KEY = "morphz.busy_timeout"
+BUSY_USAGE = f"--busy-timeout SECONDS (or {BUSY_ENV})"
 DEFAULT_DB = "~/.morphz/morphz.db"
 FORMAT_KEY = "morphz.format"
 FORMATS = ("json", "text")
@@ -47,10 +50,20 @@ class MorphzGroup(click.Group):
 
 
 def report_error(exc: morphz.MorphzError, fmt: str) -> None:
+    exc = _for_the_command_line(exc)
     if fmt == "json":
         out(_json({"ok": False, "error": exc.to_dict()}))
     else:
         click.echo(render.error(exc), err=True)
+
+
+def _for_the_command_line(exc: morphz.MorphzError) -> morphz.MorphzError:
+    """``exc`` as a command's user can act on it: a busy store's advice to raise the library's
+    ``busy_timeout`` names the option that sets it here."""
+    if isinstance(exc, morphz.StoreBusyError) and exc.WAIT_LONGER in exc.message:
+        said = exc.message.replace(exc.WAIT_LONGER, f"wait longer with {BUSY_USAGE}")
+        return morphz.StoreBusyError(said)
+    return exc
 
 
 def _json(data: Any) -> str:
@@ -106,7 +119,28 @@ def _remember_format(ctx: click.Context, _param: click.Parameter, value: str) ->
     return value
 
 
+def _remember_busy_timeout(
+    ctx: click.Context, _param: click.Parameter, value: float | None
+) -> None:
+    if value is not None:
+        ctx.meta[BUSY_KEY] = value
+
+
 def db_option(f: F) -> F:
+    """``--db`` and ``--busy-timeout`` (which :func:`open_store` reads from the click context,
+    so a command's own parameters do not carry it)."""
+    f = click.option(
+        "--busy-timeout",
+        type=click.FloatRange(min=0),
+        envvar=BUSY_ENV,
+        show_envvar=True,
+        default=None,
+        metavar="SECONDS",
+        expose_value=False,
+        callback=_remember_busy_timeout,
+        help="How long to wait for a store another process is writing before failing with "
+        "the error code busy  [default: 30]",
+    )(f)
     return click.option(
         "--db",
         "db_path",
@@ -115,8 +149,8 @@ def db_option(f: F) -> F:
         default=DEFAULT_DB,
         show_default=True,
         metavar="PATH",
-        help="The store: a SQLite file path (context create, exec and chat create it when "
-        "missing).",
+        help="The store: a SQLite file path or file: URI (context create, exec and chat create "
+        "it when missing).",
     )(f)
 
 
@@ -178,7 +212,11 @@ def open_store(db_path: str, *, create: bool = False) -> morphz.Database:
         if (show := shown[context_id]) is not None:
             show(done, total)
 
-    return morphz.open(db_path, create=create, progress=progress)
+    command = click.get_current_context(silent=True)
+    busy_timeout = None if command is None else command.meta.get(BUSY_KEY)
+    if busy_timeout is None:  # the library's default
+        return morphz.open(db_path, create=create, progress=progress)
+    return morphz.open(db_path, create=create, progress=progress, busy_timeout=busy_timeout)
 
 
 @contextmanager

@@ -26,6 +26,7 @@ import morphz
 from morphz import DEFAULT_CONTEXT
 from morphz.capacity import CONFIG_NAMES, Budget, budget_over
 from morphz.checks import check_id, check_text
+from morphz.database import store_path
 from morphz.ids import ref_seq
 from morphz.interfaces import render
 from morphz.interfaces.cli import (
@@ -88,7 +89,7 @@ class Agent:
     def check_new_store(self, db_path: str) -> None:
         """When no store exists at ``db_path`` yet, refuse before creating one the [budget]
         keys that make no budget over a new context's."""
-        if not Path(db_path).expanduser().exists():
+        if not store_path(db_path).exists():
             self._over(Budget())
 
     def open_context(self, db: morphz.Database, context_id: str) -> morphz.Context:
@@ -128,7 +129,7 @@ def prepare(
     spec = _model_spec(model_spec, settings)
     tools = build_tools(settings)
     model = make_model(spec, settings, os.environ)
-    store = Path(db_path).expanduser().resolve()
+    store = store_path(db_path).resolve()
     configs = config_paths(Path.home(), Path.cwd())
     protected = (store, *configs, *settings.files, *profiles)
 

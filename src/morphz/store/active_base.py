@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from morphz.errors import StoreError
 from morphz.mind.state import Edge, Frame
 
 if TYPE_CHECKING:
@@ -46,4 +48,44 @@ class ActiveStore(Protocol):
     def checkpoint_names(self) -> list[str]: ...
     def cited_by(self, refs: list[str]) -> dict[str, int]: ...
     def settings(self) -> dict[str, Any]: ...
+    def setting_rows(self) -> list[tuple[str, str]]: ...
     def put_setting(self, name: str, value: Any) -> None: ...
+
+
+# A context's settings (context_settings) are JSON objects: one that cannot be read is a
+# StoreError naming the context and the setting (morphz/stored_settings.py reads them into
+# their types).
+
+_REPLACE = {  # how a setting is written again, by name (a calibration is learnt again)
+    "budget": "Context.set_budget(morphz.capacity.Budget(...))",
+    "view": "Context.set_view(morphz.encoding.view.View(...))",
+}
+
+
+_JSON_KINDS = {str: "string", int: "number", float: "number", bool: "boolean", list: "array"}
+_JSON_KINDS[type(None)] = "null"
+
+
+def damaged_setting(context_id: str, name: str, why: str) -> StoreError:
+    """The error for the stored setting ``name`` of ``context_id`` that cannot be read."""
+    how = _REPLACE.get(name)
+    fix = f"replace it ({how}), or delete it to go back to the default" if how else "delete it"
+    if name.startswith("calibration:"):
+        fix += " (the next activations calibrate again)"
+    return StoreError(
+        f"the stored setting {name!r} of context '{context_id}' cannot be read ({why}): {fix}: "
+        f"DELETE FROM context_settings WHERE context_id = '{context_id}' AND name = '{name}' "
+        "(in the sqlite3 shell, on the store's file); the context's events and mind are intact"
+    )
+
+
+def decode_setting(context_id: str, name: str, text: str) -> Any:
+    """The JSON object stored as ``text`` (StoreError when it is not one)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError, RecursionError) as exc:  # not JSON, or not text at all
+        raise damaged_setting(context_id, name, f"not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        kind = _JSON_KINDS.get(type(value), type(value).__name__)
+        raise damaged_setting(context_id, name, f"a JSON {kind}, not an object")
+    return value

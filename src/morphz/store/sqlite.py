@@ -14,9 +14,8 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -29,46 +28,19 @@ from morphz.errors import (
     StoreBusyError,
     StoreError,
 )
-from morphz.mind.lifecycle import edge_tokens, kept_tokens
 from morphz.mind.state import GENESIS_HEAD
-from morphz.recall.documents import time_us
 from morphz.store.base import ContextRow
 from morphz.store.sqlite_files import damage, explained
+from morphz.store.sqlite_migrations import bundled, run_migration, statements
 from morphz.store.sqlite_recall import SqliteRecall
-from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
 from morphz.store.sqlite_txn import SqliteRead, SqliteWrite
+from morphz.store.sqlite_wal import WalFile, refuse_lost_wal
 
 _CONTEXT_COLS = (
     "context_id, created_at, version, clock, last_seq, head, window, initial_window, "
     "order_max, barrier"
 )
-
-
-def _migrations() -> list[tuple[int, str, str]]:
-    """(number, name, sql) of every bundled migration, in order."""
-    out = []
-    folder = resources.files("morphz.store") / "migrations"
-    for entry in folder.iterdir():
-        name = entry.name
-        if name.endswith(".sql") and name[:4].isdigit():
-            out.append((int(name[:4]), name[:-4], entry.read_text(encoding="utf-8")))
-    return sorted(out)
-
-
-def _statements(sql: str) -> list[str]:
-    """Split a migration script into complete statements (comments may follow a ``;``)."""
-    out: list[str] = []
-    buffer = ""
-    for line in sql.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            out.append(buffer)
-            buffer = ""
-    if buffer.strip() and not all(
-        part.strip().startswith("--") or not part.strip() for part in buffer.splitlines()
-    ):
-        raise SchemaError(f"incomplete statement at the end of a migration: {buffer[:80]!r}")
-    return out
+_migrations, _statements = bundled, statements  # the names tools and tests import from here
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -84,44 +56,6 @@ def _morphz_migrations(conn: sqlite3.Connection, names: set[str]) -> bool:
         return False
     first = conn.execute("SELECT 1 FROM schema_migrations WHERE number = 1").fetchone()
     return first is None or "contexts" in names
-
-
-def _count_frame_tokens(conn: sqlite3.Connection) -> None:
-    """Migration 0009's backfill: each context's frames in view, counted as the mind layer
-    counts them (mind.lifecycle.frame_tokens)."""
-    totals: dict[str, int] = {}
-    rows = conn.execute(f"SELECT context_id, {FRAME_COLS} FROM frames WHERE lifecycle <> 'retired'")
-    for context_id, *frame in rows:
-        totals[context_id] = totals.get(context_id, 0) + kept_tokens(frame_from_row(frame))
-    shown = conn.execute(  # the relations whose subject is in view (0012 on)
-        "SELECT r.context_id, r.subject, r.relation, r.object FROM relations r JOIN frames f "
-        "ON f.context_id = r.context_id AND f.frame_id = r.subject WHERE f.lifecycle <> 'retired'"
-    )
-    for context_id, *edge in shown:
-        totals[context_id] = totals.get(context_id, 0) + edge_tokens((edge[0], edge[1], edge[2]))
-    conn.executemany("INSERT INTO frame_tokens (context_id, n) VALUES (?, ?)", totals.items())
-
-
-def _exact_event_times(conn: sqlite3.Connection) -> None:
-    """Migration 0011: time_us again for the event times SQLite could not read (an offset
-    with seconds has four colons in all)."""
-    rows = conn.execute(
-        "SELECT context_id, seq, time FROM events WHERE time_us IS NULL OR time GLOB '*:*:*:*:*'"
-    ).fetchall()
-    conn.executemany(
-        "UPDATE events SET time_us = ? WHERE context_id = ? AND seq = ?",
-        [(time_us(time), context_id, seq) for context_id, seq, time in rows],
-    )
-
-
-# Python steps of a migration, run right after its SQL in the same transaction
-_AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
-    9: _count_frame_tokens,
-    11: _exact_event_times,
-    12: _count_frame_tokens,
-    13: _count_frame_tokens,
-    15: _count_frame_tokens,
-}
 
 
 def _check_options(path: str | Path, synchronous: object, busy_timeout: object) -> None:
@@ -190,6 +124,7 @@ class SqliteStore:
             self._check_foreign(create)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._writer = writer = self._connect()
+            self._wal = WalFile(self.path)  # the writer has just opened it
             self._migrate()
         except BaseException as exc:
             if writer is not None:  # a store that does not open keeps no connection
@@ -303,7 +238,7 @@ class SqliteStore:
                 if time.monotonic() >= deadline:
                     raise StoreBusyError(
                         f"the store {self.path} stayed locked for {self.busy_timeout:g}s; "
-                        "another process holds it: retry later or raise busy_timeout"
+                        f"another process holds it: retry later or {StoreBusyError.WAIT_LONGER}"
                     ) from exc
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.05)
@@ -319,6 +254,7 @@ class SqliteStore:
         """Apply the migrations this store lacks, in one write transaction; an up-to-date store
         is only read (so opening it never waits for a writer)."""
         known = _migrations()
+        self._newest = max(n for n, _, _ in known)
         if self._applied() >= {n for n, _, _ in known}:
             self._check_newest(self._applied(), known)
             return
@@ -333,16 +269,8 @@ class SqliteStore:
                 done = {r[0] for r in conn.execute("SELECT number FROM schema_migrations")}
                 self._check_newest(done, known)
                 for number, name, sql in known:
-                    if number in done:
-                        continue
-                    for statement in _statements(sql):
-                        conn.execute(statement)
-                    if number in _AFTER:
-                        _AFTER[number](conn)
-                    conn.execute(
-                        "INSERT INTO schema_migrations VALUES (?, ?, datetime('now'))",
-                        (number, name),
-                    )
+                    if number not in done:
+                        run_migration(conn, number, name, sql)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -448,6 +376,7 @@ class SqliteStore:
             self._local.writing = True
             try:
                 self._begin(conn)  # inside the try: an interrupt as the lock is granted
+                self._check_writable(conn)
                 yield conn
                 self._retry(lambda: conn.execute("COMMIT"))
             except BaseException as exc:
@@ -461,6 +390,21 @@ class SqliteStore:
                 raise
             finally:
                 self._local.writing = False
+
+    def _check_writable(self, conn: sqlite3.Connection) -> None:
+        """What a write checks once it holds the lock: the store's ``-wal`` is still the file
+        the writer has open (see store/sqlite_wal.py), and no newer Morphz migrated the store
+        since it was opened (its rules are not this process's). One ``stat`` and one indexed
+        read of a one-page table."""
+        if self._wal.replaced():
+            raise refuse_lost_wal(conn, self.path)
+        schema = conn.execute("SELECT max(number) FROM schema_migrations").fetchone()[0]
+        if schema > self._newest:
+            raise SchemaError(
+                f"{self.path} was upgraded to schema {schema} by a newer Morphz while this "
+                f"process had it open (this one knows up to {self._newest}): nothing was "
+                "written; upgrade Morphz here and start this process again"
+            )
 
     @contextmanager
     def write(self, context_id: str) -> Iterator[SqliteWrite]:
@@ -537,7 +481,7 @@ class SqliteStore:
         """What a read or a file check says when another process holds the store too long."""
         return StoreBusyError(
             f"the store {self.path} is locked ({exc}): another process holds it; retry later "
-            "or raise busy_timeout"
+            f"or {StoreBusyError.WAIT_LONGER}"
         )
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from morphz.mind.state import Edge, Frame
-from morphz.store.active_base import ActiveObservation, SessionWindow
+from morphz.store.active_base import ActiveObservation, SessionWindow, decode_setting
 from morphz.store.base import SessionRow
 from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
 
@@ -121,7 +121,7 @@ class SqliteActive:
             "context_settings WHERE context_id = ?1 AND name = 'budget')",
             (self.cid,),
         ).fetchone()
-        return int(n or 0), None if budget is None else json.loads(budget)
+        return int(n or 0), None if budget is None else decode_setting(self.cid, "budget", budget)
 
     def relations(self) -> list[Edge]:
         """Edges whose subject is in view (CROSS JOIN keeps the frames outer: the planner
@@ -156,10 +156,16 @@ class SqliteActive:
         return out
 
     def settings(self) -> dict[str, Any]:
+        """Every setting, decoded (a row that is not a JSON object: StoreError)."""
+        return {name: decode_setting(self.cid, name, value) for name, value in self.setting_rows()}
+
+    def setting_rows(self) -> list[tuple[str, str]]:
+        """Every setting as stored: (name, JSON text)."""
         rows = self.conn.execute(
-            "SELECT name, value FROM context_settings WHERE context_id = ?", (self.cid,)
+            "SELECT name, value FROM context_settings WHERE context_id = ? ORDER BY name",
+            (self.cid,),
         )
-        return {name: json.loads(value) for name, value in rows}
+        return [(name, value) for name, value in rows]
 
     def put_setting(self, name: str, value: Any) -> None:
         self.conn.execute(

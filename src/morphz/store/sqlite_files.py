@@ -12,7 +12,11 @@ import sqlite3
 from pathlib import Path
 
 # SQLite's primary result codes (the low byte of an extended code)
-_CORRUPT, _READONLY, _CANTOPEN, _NOTADB = 11, 8, 14, 26
+_CORRUPT, _READONLY, _CANTOPEN, _NOTADB, _IOERR, _FULL = 11, 8, 14, 26, 10, 13
+# Below this much free space, an I/O error is taken for a full file system: opening a store in
+# WAL mode makes its 32 KiB -shm file (SQLITE_IOERR_SHMSIZE when it cannot), and a write needs
+# room for its pages in the -wal.
+LOW_SPACE = 1 << 20
 NOT_A_STORE = (
     "the file is not a Morphz store or is damaged: check --db / MORPHZ_DB, or restore it "
     "from a backup; nothing was changed"
@@ -33,7 +37,46 @@ def advice(exc: sqlite3.Error, path: Path, *, opening: bool = False) -> str:
         return a_folder(path) or unreadable(path) or unwritable(path)
     if code == _READONLY or "readonly" in str(exc):
         return unwritable(path)
+    if code == _FULL or (code == _IOERR and _low_space(path)):
+        return full(path)
+    if code == _IOERR and opening:
+        return LOST_WAL
     return ""
+
+
+LOST_WAL = (
+    "when another process has the store open and its -wal file was deleted meanwhile, that "
+    "process's next write copies what it wrote into the store and lets it open again (or end "
+    "that process); otherwise check the disk"
+)
+
+
+def free_space(path: Path) -> int | None:
+    """The bytes free for this user on the file system holding ``path`` (its nearest folder
+    that exists), or None when that cannot be read."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        found = os.statvfs(folder)
+    except OSError:
+        return None
+    return found.f_bavail * found.f_frsize
+
+
+def _low_space(path: Path) -> bool:
+    free = free_space(path)
+    return free is not None and free < LOW_SPACE
+
+
+def full(path: Path) -> str:
+    """That the file system holding the store has no room left, and what to do."""
+    free = free_space(path)
+    left = "" if free is None else f" ({free:,} bytes free)"
+    return (
+        f"the file system holding {path} is full{left}: nothing was changed; free some space "
+        "on it (or move the store to a file system with room) and run the command again"
+    )
 
 
 def explained(message: str, exc: sqlite3.Error, path: Path, *, opening: bool = False) -> str:

@@ -17,6 +17,13 @@ from collections.abc import Iterable, Iterator
 from morphz.recall.documents import EventDoc, FrameDoc
 from morphz.recall.tokenize import CONTEXT_WEIGHT, FTS5_TOKENIZER, is_in_body
 from morphz.store.recall_base import EventRow, Filters, FrameRow, IndexStats, Pin
+from morphz.store.sqlite_builders import (
+    REBUILD_INFIX,
+    drop_building_table,
+    drop_dead_builders,
+    forget_builder,
+    record_builder,
+)
 
 _BM25 = f"bm25({{t}}, 1.0, {CONTEXT_WEIGHT})"
 # The lifecycle of event ``e`` (an events row, with ``o`` its observations row if it has one): an
@@ -409,17 +416,20 @@ class SqliteRecall:
         return int(docs), int(mapped)
 
     def begin_rebuild(self) -> str:
-        """Create an empty building table beside the live one, named for this rebuild alone:
-        two processes rebuilding at once (two openers of an upgraded store) each swap a whole
-        index in, and neither drops the other's. One a crash left behind stays, unused."""
-        building = f"{self.table()}_rebuild_{secrets.token_hex(4)}"
+        """Create an empty building table beside the live one, named for this rebuild alone and
+        recorded with this process as its owner: two processes rebuilding at once (two openers
+        of an upgraded store) each swap a whole index in, and neither drops the other's. The
+        tables of rebuilds whose process died (killed before their swap) are dropped first."""
+        drop_dead_builders(self.conn)
+        building = f"{self.table()}{REBUILD_INFIX}{secrets.token_hex(4)}"
         create_fts(self.conn, building)
+        record_builder(self.conn, self.cid, building)
         return building
 
     def drop_building(self, building: str) -> None:
         """Drop a building table begin_rebuild created (a rebuild that did not finish)."""
-        if building.startswith(f"{self.table()}_rebuild_"):
-            self.conn.execute(f"DROP TABLE IF EXISTS {building}")
+        if building.startswith(f"{self.table()}{REBUILD_INFIX}"):
+            drop_building_table(self.conn, building)
 
     def add_to(self, table: str, docs: Iterable[EventDoc]) -> None:
         self.conn.executemany(
@@ -462,6 +472,7 @@ class SqliteRecall:
             )
         self.conn.execute(f"DROP TABLE {live}")
         self.conn.execute(f"ALTER TABLE {building} RENAME TO {live}")
+        forget_builder(self.conn, building)
         self.conn.execute(
             "UPDATE recall_meta SET indexed_seq = ?, frame_docs = ? WHERE context_id = ?",
             (indexed_seq, counter, self.cid),

@@ -1,0 +1,8 @@
+-- 0018_landed_schema_repairs: two migrations were edited after they had landed, so stores that
+-- ran their first versions record the same numbers with another schema. 0002 first made
+-- recall_frames without its `key` column (ab9e50c added it in place: such a store could no
+-- longer be opened, its rebuild failing with "no such column: key"), and 0001 first made
+-- frames_order on (context_id, pos), which 0014's IF NOT EXISTS then kept. Whether a store
+-- has either is read from its schema, so the repair is this migration's Python step
+-- (store/sqlite_migrations.py, _repair_landed_schema), in the same transaction; a store made
+-- by the current 0001 and 0002 is left as it is.

@@ -1,0 +1,140 @@
+"""The store's schema migrations: the bundled ``migrations/NNNN_*.sql`` scripts and the Python
+steps some of them need (``AFTER``, run right after their SQL in the same transaction).
+
+A migration that has landed is never edited: a store that ran it records its number and never
+runs it again, so an edit reaches only new stores and leaves the others with another schema
+under the same number. A change is a new migration; one that repairs what an edit left behind
+inspects the schema it finds (0018).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from importlib import resources
+
+from morphz.errors import SchemaError
+from morphz.mind.lifecycle import edge_tokens, kept_tokens
+from morphz.recall.documents import time_us
+from morphz.store.sqlite_builders import drop_unrecorded_builders
+from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
+
+
+def bundled() -> list[tuple[int, str, str]]:
+    """(number, name, sql) of every bundled migration, in order."""
+    out = []
+    folder = resources.files("morphz.store") / "migrations"
+    for entry in folder.iterdir():
+        name = entry.name
+        if name.endswith(".sql") and name[:4].isdigit():
+            out.append((int(name[:4]), name[:-4], entry.read_text(encoding="utf-8")))
+    return sorted(out)
+
+
+def statements(sql: str) -> list[str]:
+    """Split a migration script into complete statements (comments may follow a ``;``)."""
+    out: list[str] = []
+    buffer = ""
+    for line in sql.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            out.append(buffer)
+            buffer = ""
+    if buffer.strip() and not all(
+        part.strip().startswith("--") or not part.strip() for part in buffer.splitlines()
+    ):
+        raise SchemaError(f"incomplete statement at the end of a migration: {buffer[:80]!r}")
+    return out
+
+
+def _count_frame_tokens(conn: sqlite3.Connection) -> None:
+    """Migration 0009's backfill: each context's frames in view, counted as the mind layer
+    counts them (mind.lifecycle.frame_tokens)."""
+    totals: dict[str, int] = {}
+    rows = conn.execute(f"SELECT context_id, {FRAME_COLS} FROM frames WHERE lifecycle <> 'retired'")
+    for context_id, *frame in rows:
+        totals[context_id] = totals.get(context_id, 0) + kept_tokens(frame_from_row(frame))
+    shown = conn.execute(  # the relations whose subject is in view (0012 on)
+        "SELECT r.context_id, r.subject, r.relation, r.object FROM relations r JOIN frames f "
+        "ON f.context_id = r.context_id AND f.frame_id = r.subject WHERE f.lifecycle <> 'retired'"
+    )
+    for context_id, *edge in shown:
+        totals[context_id] = totals.get(context_id, 0) + edge_tokens((edge[0], edge[1], edge[2]))
+    conn.executemany("INSERT INTO frame_tokens (context_id, n) VALUES (?, ?)", totals.items())
+
+
+def _exact_event_times(conn: sqlite3.Connection) -> None:
+    """Migration 0011: time_us again for the event times SQLite could not read (an offset
+    with seconds has four colons in all)."""
+    rows = conn.execute(
+        "SELECT context_id, seq, time FROM events WHERE time_us IS NULL OR time GLOB '*:*:*:*:*'"
+    ).fetchall()
+    conn.executemany(
+        "UPDATE events SET time_us = ? WHERE context_id = ? AND seq = ?",
+        [(time_us(time), context_id, seq) for context_id, seq, time in rows],
+    )
+
+
+# recall_frames as 0002 creates it since ab9e50c (which added ``key`` to 0002 in place)
+_RECALL_FRAMES = """
+CREATE TABLE recall_frames_keyed (
+    context_id TEXT NOT NULL,
+    frame_id   TEXT NOT NULL,
+    doc_id     INTEGER NOT NULL,
+    key        INTEGER NOT NULL,
+    time_us    INTEGER NOT NULL,
+    PRIMARY KEY (context_id, frame_id)
+) WITHOUT ROWID
+"""
+_RECALL_FRAMES_INDEXES = (
+    "CREATE UNIQUE INDEX recall_frames_doc ON recall_frames (context_id, doc_id)",
+    "CREATE UNIQUE INDEX recall_frames_key ON recall_frames (context_id, key)",
+    "CREATE INDEX recall_frames_time ON recall_frames (context_id, time_us, key)",
+)
+
+
+def _repair_landed_schema(conn: sqlite3.Connection) -> None:
+    """Migration 0018: what edits of landed migrations left stores of the first versions with.
+    0002 as it first landed (88d98b6..c443a29) made ``recall_frames`` without ``key``: it is
+    made again with each frame's key its document's number (-doc_id, unique, and below the
+    frame_docs counter that hands out new keys), and the indexes marked stale to be rebuilt.
+    0001 as it first landed (before 3e57788) made ``frames_order`` on (context_id, pos), which
+    0014's ``IF NOT EXISTS`` kept instead of its (context_id, pos, frame_id)."""
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(recall_frames)")]
+    if "key" not in columns:
+        conn.execute(_RECALL_FRAMES)
+        conn.execute(
+            "INSERT INTO recall_frames_keyed SELECT context_id, frame_id, doc_id, -doc_id, "
+            "time_us FROM recall_frames"
+        )
+        conn.execute("DROP TABLE recall_frames")  # and its indexes
+        conn.execute("ALTER TABLE recall_frames_keyed RENAME TO recall_frames")
+        for statement in _RECALL_FRAMES_INDEXES:
+            conn.execute(statement)
+        conn.execute("UPDATE recall_meta SET indexed_seq = -1")
+    order = [r[2] for r in conn.execute("PRAGMA index_info(frames_order)")]
+    if order != ["context_id", "pos", "frame_id"]:
+        conn.execute("DROP INDEX IF EXISTS frames_order")
+        conn.execute("CREATE INDEX frames_order ON frames (context_id, pos, frame_id)")
+
+
+# Python steps of a migration, run right after its SQL in the same transaction
+AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
+    9: _count_frame_tokens,
+    11: _exact_event_times,
+    12: _count_frame_tokens,
+    13: _count_frame_tokens,
+    15: _count_frame_tokens,
+    18: _repair_landed_schema,
+    19: drop_unrecorded_builders,
+}
+
+
+def run_migration(conn: sqlite3.Connection, number: int, name: str, sql: str) -> None:
+    """Apply migration ``number`` (its SQL, then its Python step) and record it, inside the
+    caller's write transaction."""
+    for statement in statements(sql):
+        conn.execute(statement)
+    if number in AFTER:
+        AFTER[number](conn)
+    conn.execute("INSERT INTO schema_migrations VALUES (?, ?, datetime('now'))", (number, name))
