@@ -242,11 +242,11 @@ def test_the_upgrade_fills_the_frame_times_and_the_walk_keeps_its_pin(tmp_path: 
         ctx = db.context("c", create=True)
         commit(ctx, '(create plan/a (fact "alpha"))')
         commit(ctx, '(revise plan/a (fact "alpha, revised"))')
-    _sql(  # a store from before 0017
+    _sql(  # a store from before 0019
         path,
         "DROP TABLE recall_frame_times",
         "DROP INDEX events_reply",
-        "DELETE FROM schema_migrations WHERE number = 17",
+        "DELETE FROM schema_migrations WHERE number = 19",
     )
     with _clocked(path) as db:
         ctx = db.context("c", create=True)

@@ -567,7 +567,7 @@ def test_the_audit_reports_a_damaged_setting(tmp_path: Path) -> None:
     assert any("'view'" in d and "context 'c'" in d for d in report.differences)
 
 
-def test_migration_18_makes_the_order_index_of_the_first_0001_again(tmp_path: Path) -> None:
+def test_migration_17_makes_the_order_index_of_the_first_0001_again(tmp_path: Path) -> None:
     """0001 first made frames_order on (context_id, pos), which 0014's IF NOT EXISTS kept."""
     path = tmp_path / "s.db"
     _store(path)
@@ -575,7 +575,7 @@ def test_migration_18_makes_the_order_index_of_the_first_0001_again(tmp_path: Pa
         path,
         "DROP INDEX frames_order",
         "CREATE INDEX frames_order ON frames (context_id, pos)",
-        "DELETE FROM schema_migrations WHERE number >= 18",
+        "DELETE FROM schema_migrations WHERE number >= 17",
     )
     morphz.open(path).close()
     conn = sqlite3.connect(path)

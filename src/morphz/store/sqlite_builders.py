@@ -1,5 +1,5 @@
 """The recall rebuilds in progress: which process fills each building table (``recall_builders``,
-migration 0019), so that a rebuild drops the tables of rebuilds whose process provably died (a
+migration 0018), so that a rebuild drops the tables of rebuilds whose process provably died (a
 SIGKILL, the OOM killer, a reboot) and never one that a live process still fills.
 
 A building table is ``<the live table>_rebuild_<random>`` (``SqliteRecall.begin_rebuild``); its
@@ -50,7 +50,7 @@ def drop_building_table(conn: sqlite3.Connection, table: str) -> None:
 
 
 def drop_unrecorded_builders(conn: sqlite3.Connection) -> None:
-    """Migration 0019's step: drop the building tables rebuilds left before owners were recorded.
+    """Migration 0018's step: drop the building tables rebuilds left before owners were recorded.
     Rebuilds of this release record theirs, so any unrecorded one is of a killed rebuild (or of
     an older Morphz still running beside the upgrade, whose rebuild then fails and is retried)."""
     tables = conn.execute(

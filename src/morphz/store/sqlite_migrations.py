@@ -4,7 +4,7 @@ steps some of them need (``AFTER``, run right after their SQL in the same transa
 A migration that has landed is never edited: a store that ran it records its number and never
 runs it again, so an edit reaches only new stores and leaves the others with another schema
 under the same number. A change is a new migration; one that repairs what an edit left behind
-inspects the schema it finds (0018).
+inspects the schema it finds (0017).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ _RECALL_FRAMES_INDEXES = (
 
 
 def _repair_landed_schema(conn: sqlite3.Connection) -> None:
-    """Migration 0018: what edits of landed migrations left stores of the first versions with.
+    """Migration 0017: what edits of landed migrations left stores of the first versions with.
     0002 as it first landed (88d98b6..c443a29) made ``recall_frames`` without ``key``: it is
     made again with each frame's key its document's number (-doc_id, unique, and below the
     frame_docs counter that hands out new keys), and the indexes marked stale to be rebuilt.
@@ -125,8 +125,8 @@ AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
     12: _count_frame_tokens,
     13: _count_frame_tokens,
     15: _count_frame_tokens,
-    18: _repair_landed_schema,
-    19: drop_unrecorded_builders,
+    17: _repair_landed_schema,
+    18: drop_unrecorded_builders,
 }
 
 

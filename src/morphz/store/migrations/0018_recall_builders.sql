@@ -1,4 +1,4 @@
--- 0019_recall_builders: the process filling each building table of a recall rebuild (host,
+-- 0018_recall_builders: the process filling each building table of a recall rebuild (host,
 -- pid and start identity, as activations record theirs: morphz/owners.py). A rebuild killed
 -- before its swap left its table (an FTS5 table and its shadow tables, up to a whole index)
 -- for good, since a concurrent rebuild's table could not be told from it; now each rebuild

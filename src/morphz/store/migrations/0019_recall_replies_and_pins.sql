@@ -1,4 +1,4 @@
--- 0017_recall_replies_and_pins: two reads of the recall index.
+-- 0019_recall_replies_and_pins: two reads of the recall index.
 -- A model reply that was delivered is searched with the lifecycle of the agent_reply observation
 -- that copies it (its meta names the reply: {"reply": "@e42"}), so a reply the agent retired is
 -- found as retired. This index finds that observation from the reply's ref.

@@ -1,4 +1,4 @@
--- 0018_landed_schema_repairs: two migrations were edited after they had landed, so stores that
+-- 0017_landed_schema_repairs: two migrations were edited after they had landed, so stores that
 -- ran their first versions record the same numbers with another schema. 0002 first made
 -- recall_frames without its `key` column (ab9e50c added it in place: such a store could no
 -- longer be opened, its rebuild failing with "no such column: key"), and 0001 first made
