@@ -271,9 +271,22 @@ def _recall(ctx: morphz.Context, ws: Path, **args: Any) -> ToolOutcome | ToolErr
         return exc
 
 
+def test_the_recall_tool_takes_a_lifecycle(ctx: morphz.Context, ws: Path) -> None:
+    say(ctx, "the runbook is in the wiki")
+    outcome = _recall(ctx, ws, op="search", query="runbook", lifecycle=["active"])
+    assert isinstance(outcome, ToolOutcome) and outcome.delivered is not None
+    delivered = ctx.event(outcome.delivered)
+    assert (delivered.meta or {})["recall"]["params"]["lifecycle"] == ["active"]
+    refused = _recall(ctx, ws, op="search", query="runbook", lifecycle=["gone"])
+    assert isinstance(refused, ToolError) and "lifecycle" in str(refused)
+    assert ctx.events()[-1].ref == outcome.delivered  # refused before it ran: nothing recorded
+
+
 def test_the_recall_tool_limits_a_search_and_a_read_as_the_api_does(
     ctx: morphz.Context, ws: Path
 ) -> None:
+    schema = next(t for t in agent_tools() if t.name == "recall").schema.parameters
+    assert schema["properties"]["limit"]["maximum"] == 100_000  # a read's characters
     ref = say(ctx, "the runbook is in the wiki")
     refused = _recall(ctx, ws, op="search", query="runbook", limit=101)
     assert isinstance(refused, ToolError) and "[1, 100]" in str(refused)

@@ -29,7 +29,8 @@ CONTEXT_TX = ToolSchema(
 RECALL = ToolSchema(
     "recall",
     "Find what is no longer in view. op=search: words (query) and/or a time range (since "
-    "inclusive, until exclusive, ISO 8601 with offset), limit 1-100, cursor to continue; "
+    "inclusive, until exclusive, ISO 8601 with offset), limit 1-100, cursor to continue, "
+    "kinds and lifecycle (active, retiring, retired) to narrow it; "
     "op=read: one event by ref (@e42) in pages (offset, limit characters); op=frame: traverse "
     "from frame_id through sources and relations (direction ancestors|descendants|both, depth "
     "1-4). The result arrives as a recall_result observation; a page is cut to show whole in "
@@ -41,9 +42,13 @@ RECALL = ToolSchema(
             "query": {"type": "string"},
             "since": {"type": "string"},
             "until": {"type": "string"},
-            "limit": {"type": "integer", "minimum": 1},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_READ_CHARS},
             "cursor": {"type": "string"},
             "kinds": {"type": "array", "items": {"type": "string"}},
+            "lifecycle": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["active", "retiring", "retired"]},
+            },
             "ref": {"type": "string"},
             "offset": {"type": "integer", "minimum": 0},
             "frame_id": {"type": "string"},
@@ -58,7 +63,7 @@ RECALL = ToolSchema(
 )
 
 _RECALL_PARAMS = {
-    "search": ("query", "since", "until", "limit", "cursor", "kinds"),
+    "search": ("query", "since", "until", "limit", "cursor", "kinds", "lifecycle"),
     "read": ("ref", "offset", "limit"),
     "frame": ("frame_id", "direction", "depth", "include_events", "include_bodies", "cursor"),
 }
@@ -104,7 +109,7 @@ async def _recall(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
 
 
 _RECALL_REQUIRED = {"search": [], "read": ["ref"], "frame": ["frame_id"]}
-# what ``limit`` counts for each op, and its largest value there
+# what ``limit`` counts for each op, and its largest value there (the schema shows the largest)
 _RECALL_LIMITS = {"search": MAX_LIMIT, "read": MAX_READ_CHARS}
 
 
