@@ -499,7 +499,8 @@ def bench_prefix(
     authority = tools.authority()
     parts = (PREAMBLE, *(t.schema.text for t in tools.offered(False)))
     schemas = tool_schemas()
-    plain, with_delta, delta = PrefixMeter(), PrefixMeter(), DeltaEncoder(MESSAGE_TOKENS)
+    plain, with_delta = PrefixMeter(keep_shares=True), PrefixMeter(keep_shares=True)
+    delta = DeltaEncoder(MESSAGE_TOKENS)
     caches, layouts = CacheMeters(len(schemas) + 1), PlainLayouts()
     compile_ns, delta_ns, static, fresh, seen, kind = [], [], 0, 0, set(), "first"
     lost: Counter[str] = Counter()  # bytes not reused, by where and after which agent turn

@@ -451,7 +451,7 @@ def test_common_prefix_across_chunk_boundaries(size: int, extra: int, differ: bo
 
 
 def test_prefix_meter_shares_and_aggregate() -> None:
-    meter = PrefixMeter()
+    meter = PrefixMeter(keep_shares=True)
     assert meter.rate == 0.0
     assert meter.add("abc") is None  # the first request is not counted
     assert meter.rate == 0.0 and meter.total == 0
@@ -462,6 +462,13 @@ def test_prefix_meter_shares_and_aggregate() -> None:
     assert meter.shares == [0.5, 1.0, 0.0]
     assert (meter.reused, meter.total) == (3 + 6 + 0, 6 + 6 + 3)
     assert meter.rate == 9 / 15
+
+
+def test_prefix_meter_keeps_no_shares_unless_asked() -> None:
+    meter = PrefixMeter()
+    for text in ("abc", "abcdef", "abcdef"):
+        meter.add(text)
+    assert meter.shares == [] and meter.reused == 9 and meter.requests == 3
 
 
 def test_prefix_meter_counts_utf8_bytes() -> None:
@@ -475,7 +482,7 @@ def test_prefix_meter_counts_utf8_bytes() -> None:
 
 def test_prefix_meter_over_a_delta_run(ctx: morphz.Context) -> None:
     encoder, first = seeded(ctx)
-    meter, plain = PrefixMeter(), PrefixMeter()
+    meter, plain = PrefixMeter(keep_shares=True), PrefixMeter()
     meter.add(first)
     plain.add(first)
     previous = first

@@ -55,10 +55,14 @@ def common_prefix(a: bytes, b: bytes) -> int:
 
 @dataclass(slots=True)
 class PrefixMeter:
+    """The byte-prefix reuse of a sequence of requests. ``keep_shares``: also keep each
+    request's share in ``shares`` (a benchmark's detail; a long-lived engine keeps only sums)."""
+
     previous: bytes | None = None
     reused: int = 0
     total: int = 0
     requests: int = 0
+    keep_shares: bool = False
     shares: list[float] = field(default_factory=list)
 
     def add(self, request: str) -> float | None:
@@ -71,7 +75,8 @@ class PrefixMeter:
             self.reused += same
             self.total += len(data)
             share = same / len(data) if data else 1.0
-            self.shares.append(share)
+            if self.keep_shares:
+                self.shares.append(share)
         self.previous = data
         return share
 
