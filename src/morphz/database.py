@@ -10,7 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from morphz.checks import check_id, check_window, utc_now
+from morphz.checks import check_id, check_progress, check_window, utc_now
 from morphz.contextdb import DEFAULT_CONTEXT, Context
 from morphz.errors import ContextExistsError, InputError, StoreError
 from morphz.mind import DEFAULT_WINDOW
@@ -171,8 +171,7 @@ def open(
     total)`` reports each rebuild's events. ``now`` is the store's clock (None: UTC now)."""
     path = store_path(target)
     clock = _clock(now)
-    if progress is not None and not callable(progress):
-        raise InputError(f"progress is a function (context, done, total) or None, not {progress!r}")
+    check_progress(progress, "(context, done, total)")
     store = SqliteStore(path, synchronous=synchronous, busy_timeout=busy_timeout, create=create)
     db = Database(store, now=clock)
     try:  # a recall index missing (a store from before recall) or made the old way: rebuild
