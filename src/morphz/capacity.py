@@ -142,12 +142,12 @@ def budget_over(
         raise InputError(f"{shown} over the context's budget {verb} no budget: {exc}") from exc
 
 
-def check_budget_keys(keys: object) -> Mapping[str, int]:
+def check_budget_keys(keys: object, what: str = "budget keys") -> Mapping[str, int]:
     """``keys`` when it is a mapping of Budget field names (to the values to set over a
-    budget, which the Budget then checks), else an InputError naming the fields."""
+    budget, which the Budget then checks), else an InputError naming ``what`` and the fields."""
     if not isinstance(keys, Mapping):
         raise InputError(
-            f"budget keys are a mapping of budget fields to values, e.g. {{'configured': "
+            f"{what} are a mapping of budget fields to values, e.g. {{'configured': "
             f"32000}}, not {type(keys).__name__}: a budget's fields are " + ", ".join(BUDGET_FIELDS)
         )
     unknown = sorted(str(key) for key in keys if key not in BUDGET_FIELDS)

@@ -48,7 +48,7 @@ def check_measures(
     if budget is not None:
         check_setting(budget, "budget")
     if budget_keys is not None:
-        check_budget_keys(budget_keys)
+        check_budget_keys(budget_keys, "commit's budget_keys")
     if calibration is not None:
         check_setting(calibration, "calibration")
     if request_floor is not None:

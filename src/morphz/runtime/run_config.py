@@ -49,7 +49,7 @@ class RuntimeConfig:
         check_whole(self.max_output_tokens, "RuntimeConfig max_output_tokens", 1, unit="tokens")
         if self.budget is not None:
             check_setting(self.budget, "budget")
-        check_budget_keys(self.budget_keys)
+        check_budget_keys(self.budget_keys, "RuntimeConfig budget_keys")
         if self.approver is not None and not callable(self.approver):
             raise InputError(
                 f"RuntimeConfig approver is an async function (tool, args) -> bool, or None, "
