@@ -10,6 +10,7 @@ from typing import Any
 
 from morphz import events as ev
 from morphz.capacity import Budget
+from morphz.checks import check_progress
 from morphz.errors import StoreBusyError, StoreError, TxError
 from morphz.mind import (
     OBSERVATION_KINDS,
@@ -355,6 +356,7 @@ def audit_context(
     store: Store, context_id: str, progress: Callable[[int, int], None] | None = None
 ) -> AuditReport:
     """Replay every event of ``context_id`` and compare with what the store holds."""
+    check_progress(progress)
     report = AuditReport(context_id)
     out = _Report(report)
     # The replay allocates millions of short-lived objects beside a state that keeps growing,

@@ -131,14 +131,8 @@ def budget_over(
     """``base`` with the fields ``keys`` names changed (InputError when that is no budget).
     ``names``: how the one who gave the keys spelled them (a configuration's ``[budget] limit``,
     an option's ``--budget``), named so in the error; a field not in it is named as it is."""
-    if not keys:
+    if not check_budget_keys(keys):
         return base
-    unknown = sorted(str(key) for key in keys if key not in BUDGET_FIELDS)
-    if unknown:
-        raise InputError(
-            f"unknown budget field(s) {', '.join(unknown)}: a budget's fields are "
-            + ", ".join(BUDGET_FIELDS)
-        )
     try:
         return replace(base, **keys)
     except InputError as exc:
@@ -146,6 +140,23 @@ def budget_over(
         shown = ", ".join(f"{spelled.get(key, key)} = {value}" for key, value in keys.items())
         verb = "makes" if len(keys) == 1 else "make"
         raise InputError(f"{shown} over the context's budget {verb} no budget: {exc}") from exc
+
+
+def check_budget_keys(keys: object, what: str = "budget keys") -> Mapping[str, int]:
+    """``keys`` when it is a mapping of Budget field names (to the values to set over a
+    budget, which the Budget then checks), else an InputError naming ``what`` and the fields."""
+    if not isinstance(keys, Mapping):
+        raise InputError(
+            f"{what} are a mapping of budget fields to values, e.g. {{'configured': "
+            f"32000}}, not {type(keys).__name__}: a budget's fields are " + ", ".join(BUDGET_FIELDS)
+        )
+    unknown = sorted(str(key) for key in keys if key not in BUDGET_FIELDS)
+    if unknown:
+        raise InputError(
+            f"unknown budget field(s) {', '.join(unknown)}: a budget's fields are "
+            + ", ".join(BUDGET_FIELDS)
+        )
+    return keys
 
 
 # how a configuration file spells the Budget fields its [budget] table sets

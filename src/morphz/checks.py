@@ -77,6 +77,15 @@ def check_whole(
     return value
 
 
+def check_progress(progress: object, takes: str = "(done, total)") -> None:
+    """InputError, before any work, unless ``progress`` is None or a function (of ``takes``)."""
+    if progress is not None and not callable(progress):
+        raise InputError(
+            f"progress is a function called with {takes} as the work goes on, or None, "
+            f"not {progress!r:.80}"
+        )
+
+
 def check_window(window: int) -> None:
     check_whole(window, "window", 0, MAX_WINDOW, unit="ticks")
 

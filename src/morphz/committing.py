@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from morphz import events as ev
 from morphz import owners
-from morphz.capacity import Budget, budget_over
+from morphz.capacity import Budget, budget_over, check_budget_keys
+from morphz.checks import check_whole
 from morphz.errors import BudgetError
 from morphz.ids import make_ref
 from morphz.mind import (
@@ -26,6 +27,7 @@ from morphz.mind import (
     ensure_session,
     tx_boundaries,
 )
+from morphz.observe import check_setting
 from morphz.recall import maintain
 from morphz.recall.documents import removed_content
 from morphz.results import Receipt
@@ -35,6 +37,22 @@ from morphz.txlang.sexpr import line_col
 
 if TYPE_CHECKING:
     from morphz.encoding.tokens import Calibration
+
+
+def check_measures(
+    budget: object, budget_keys: object, calibration: object, request_floor: object
+) -> None:
+    """InputError, before anything is read or written, unless what a commit measures with is
+    of its type: ``budget`` a Budget, ``budget_keys`` a mapping of its fields, ``calibration``
+    a Calibration (each or None), ``request_floor`` a count of tokens or None."""
+    if budget is not None:
+        check_setting(budget, "budget")
+    if budget_keys is not None:
+        check_budget_keys(budget_keys, "commit's budget_keys")
+    if calibration is not None:
+        check_setting(calibration, "calibration")
+    if request_floor is not None:
+        check_whole(request_floor, "request_floor", 0, unit="tokens")
 
 
 def commit_in(

@@ -20,7 +20,7 @@ from morphz import activating, committing
 from morphz import events as ev
 from morphz import observe as appending
 from morphz.capacity import Budget
-from morphz.checks import check_id, check_whole, check_window, parse_ref
+from morphz.checks import check_id, check_progress, check_whole, check_window, parse_ref
 from morphz.errors import InputError, RecordNotFoundError
 from morphz.ids import make_ref
 from morphz.mind import (
@@ -36,7 +36,7 @@ from morphz.observe import Observation
 from morphz.recall import maintain
 from morphz.results import AuditReport, FrameView, Mind, ObservationView, Receipt, Status
 from morphz.store.base import ActivationRow, SessionRow, WriteTxn
-from morphz.stored_settings import read_setting
+from morphz.stored_settings import calibration_name, read_setting
 from morphz.txlang import print_tx, read_tx
 
 if TYPE_CHECKING:
@@ -244,15 +244,17 @@ class Context:
         tokens against estimates), so a new engine or process starts calibrated."""
         from morphz.encoding.tokens import Calibration
 
-        name = f"calibration:{model}"
+        name = calibration_name(model)
         with self.db.store.read(self.id) as r:
             data = r.active.settings().get(name)
         return read_setting(self.id, name, data, Calibration.from_dict) or Calibration()
 
     def save_calibration(self, model: str, calibration: Calibration) -> None:
         """Store ``calibration`` for ``model`` (a runtime setting, not mind state)."""
+        name = calibration_name(model)
+        appending.check_setting(calibration, "calibration")
         with self.db.store.write(self.id) as w:
-            w.active.put_setting(f"calibration:{model}", calibration.to_dict())
+            w.active.put_setting(name, calibration.to_dict())
 
     @property
     def recall(self) -> Recall:
@@ -345,6 +347,7 @@ class Context:
         Every line is validated first (an error names its line); then all of them are appended
         in one database transaction, as one batch (one clock tick) - all or nothing."""
         check_id(session, "session id")
+        check_progress(progress)
         started = time_module.perf_counter()
         items = appending.parse_all(appending.read_lines(source))
         recorded = self.db.timestamp()
@@ -557,6 +560,7 @@ class Context:
         if not isinstance(text, str):
             raise InputError("a context transaction is text: (context-tx (base-version N) OP...)")
         check_id(session, "session id")
+        committing.check_measures(budget, budget_keys, calibration, request_floor)
         tx = read_tx(text)
         canonical = print_tx(tx)  # the text itself when it is canonical already
         recorded = self.db.timestamp()

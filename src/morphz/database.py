@@ -10,7 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from morphz.checks import check_id, check_window, utc_now
+from morphz.checks import check_id, check_progress, check_window, utc_now
 from morphz.contextdb import DEFAULT_CONTEXT, Context
 from morphz.errors import ContextExistsError, InputError, StoreError
 from morphz.mind import DEFAULT_WINDOW
@@ -21,9 +21,14 @@ from morphz.store.sqlite import SqliteStore
 class Database:
     """A Morphz store holding many contexts. Use :func:`morphz.open` to get one."""
 
-    def __init__(self, store: Store, *, now: Callable[[], datetime] = utc_now) -> None:
+    def __init__(self, store: Store, *, now: Callable[[], datetime] | None = utc_now) -> None:
         self.store = store
-        self.now = now
+        self.now = _clock(now)
+
+    def __repr__(self) -> str:
+        path = getattr(self.store, "path", None)
+        where = f"'{path}'" if path is not None else type(self.store).__name__
+        return f"Database({where}{', closed' if self.store.closed else ''})"
 
     def timestamp(self) -> str:
         """The store's clock read now, in UTC. A reading without a UTC offset is refused:
@@ -76,10 +81,24 @@ class Database:
         self.store.close()
 
     def __enter__(self) -> Database:
+        if self.store.closed:
+            raise StoreError("the store is closed: open it again with morphz.open(path)")
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _clock(now: object) -> Callable[[], datetime]:
+    """The store's clock: ``now``, or the default one (UTC now) for None."""
+    if now is None:
+        return utc_now
+    if not callable(now):
+        raise InputError(
+            f"now is the store's clock, a function returning the time, not {now!r}: e.g. "
+            "lambda: datetime.now(UTC), or None for the default"
+        )
+    return now
 
 
 _EXAMPLE = "a path such as ~/.morphz/morphz.db"
@@ -142,17 +161,19 @@ def open(
     synchronous: str = "NORMAL",
     busy_timeout: float = 30.0,
     create: bool = True,
-    now: Callable[[], datetime] = utc_now,
+    now: Callable[[], datetime] | None = utc_now,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Database:
     """Open a store: a filesystem path opens an embedded SQLite database, creating the file
     (and its folder) unless ``create=False``. ``synchronous`` is NORMAL (a process crash loses
     nothing committed) or FULL (power loss neither). A store from an older release may need its
     recall indexes rebuilt as it opens (once, before it is returned): ``progress(context, done,
-    total)`` reports each rebuild's events."""
+    total)`` reports each rebuild's events. ``now`` is the store's clock (None: UTC now)."""
     path = store_path(target)
+    clock = _clock(now)
+    check_progress(progress, "(context, done, total)")
     store = SqliteStore(path, synchronous=synchronous, busy_timeout=busy_timeout, create=create)
-    db = Database(store, now=now)
+    db = Database(store, now=clock)
     try:  # a recall index missing (a store from before recall) or made the old way: rebuild
         for context_id in store.stale_recall():  # it stays marked until its rebuild completes
             report = None if progress is None else functools.partial(progress, context_id)

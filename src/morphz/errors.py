@@ -19,13 +19,22 @@ map this tree to their own outputs in exactly one place each.
     ├── ContextExistsError           exists         create of a context that already exists
     ├── InputError                   input          a bad argument to an API call (kind, time, meta)
     │   ├── CursorError              cursor         a cursor altered, or of another query
-    │   └── HistoryImportError       import         a bad line in a history import (names the line)
+    │   ├── HistoryImportError       import         a bad line in a history import (names the line)
+    │   └── ToolError                tool           a tool call the agent must fix (its result says)
+    │       └── ArgumentError        tool           arguments that break the tool's schema
     ├── RecordNotFoundError          not-found      an event ref or frame a read asked for
-    └── StoreError                   store          the database failed or cannot be opened
-        ├── StoreBusyError           busy           the database stayed locked past the timeout
-        └── SchemaError              schema         the file is newer than this Morphz, or corrupt
+    ├── StoreError                   store          the database failed or cannot be opened
+    │   ├── StoreBusyError           busy           the database stayed locked past the timeout
+    │   └── SchemaError              schema         the file is newer than this Morphz, or corrupt
+    └── ProviderError                provider       a model provider refused or failed a request
+        ├── AuthError                provider-auth  the key is missing or refused
+        ├── RateLimitError           provider-rate-limit  too many requests (.retry_after)
+        ├── ContextTooLongError      provider-context-too-long  the input is over the model's window
+        └── BadResponseError         provider-bad-response  a reply that cannot be read
 
-A refused transaction leaves the store exactly as it was.
+A refused transaction leaves the store exactly as it was. The runtime's errors are defined
+beside what raises them: the tool errors in :mod:`morphz.runtime.tools.base`, and the
+provider's (raised by a model's ``request``) in :mod:`morphz.runtime.models.base`.
 """
 
 from __future__ import annotations

@@ -53,6 +53,11 @@ class Event:
     clock: int  # cognitive clock after this event
     head: str  # projection head hash after this event
 
+    def __hash__(self) -> int:
+        """Equal events hash equal: their context, place and head say which event it is (the
+        meta and payload dicts cannot be hashed)."""
+        return hash((self.context_id, self.seq, self.head))
+
     @property
     def ref(self) -> str:
         return make_ref(self.seq)

@@ -80,15 +80,21 @@ def check_objective(objective: object) -> str | None:
 
 def check_setting(value: object, name: str) -> None:
     """InputError unless ``value`` is what ``name`` takes: the budget (set_budget), the view
-    (set_view) or encode's options. None is refused too: it does not reset a setting."""
+    (set_view), encode's options or a model's calibration (save_calibration). None is refused
+    too: it does not reset a setting."""
     from morphz.capacity import Budget
     from morphz.encoding.options import EncodeOptions
+    from morphz.encoding.tokens import Calibration
     from morphz.encoding.view import View
 
     kind, example = {
         "budget": (Budget, "a morphz.capacity.Budget (Budget() is the default one)"),
         "view": (View, "a morphz.encoding.View (View() is the default one)"),
         "options": (EncodeOptions, "a morphz.encoding.EncodeOptions, or None"),
+        "calibration": (
+            Calibration,
+            "a morphz.encoding.tokens.Calibration (ctx.calibration(model) reads the stored one)",
+        ),
     }[name]
     if not isinstance(value, kind):
         raise InputError(f"the {name} must be {example}, not {type(value).__name__}")

@@ -16,6 +16,16 @@ from morphz.store.active_base import decode_setting as decode
 T = TypeVar("T")
 
 
+def calibration_name(model: object) -> str:
+    """The setting that holds ``model``'s calibration; ``model`` is the model's name (text)."""
+    if not isinstance(model, str) or not model.strip():
+        raise InputError(
+            f"a calibration belongs to a model named by text (its name, such as "
+            f"model.name or 'openai:gpt-4o'), not {model!r}"
+        )
+    return f"calibration:{model}"
+
+
 def read_setting(
     context_id: str, name: str, data: dict[str, Any] | None, build: Callable[[dict[str, Any]], T]
 ) -> T | None:

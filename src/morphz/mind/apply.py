@@ -86,7 +86,7 @@ class _Apply:
         self.op: o.Op = tx.ops[0]
         # frames a retire of this tx named, in the order first named (the fast path's order)
         self.retired: dict[str, int] = {}
-        self.retire_effects: dict[str, OpEffect] = {}  # the last retire effect of each target
+        self.retire_effects: dict[str, int] = {}  # where in effects each target's last retire is
         self.relations_of: dict[str, int] = {}  # relations(), until a relation of it changes
 
     # -- errors and effects
@@ -104,9 +104,9 @@ class _Apply:
 
     def effect(self, target: str, change: str, immediate: int = 0, eventual: int = 0) -> None:
         effect = OpEffect(self.index, self.op.name, target, change, immediate, eventual)
-        self.changes.effects.append(effect)
         if effect.op == "retire":
-            self.retire_effects[target] = effect
+            self.retire_effects[target] = len(self.changes.effects)
+        self.changes.effects.append(effect)
 
     # A frame effect's figures; all 0 in a replay, which wants the state, not its receipts
     # (Env.receipts): it skips the lookups and counts only they need.

@@ -112,7 +112,7 @@ class Snapshot:
         return f"checkpoint {self.name} v{self.version} {digest.hexdigest()}"
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class OpEffect:
     """What one operation changed, with its estimated token effect.
 

@@ -8,6 +8,7 @@ for (:func:`completes`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from morphz.txlang import ops as o
@@ -59,11 +60,15 @@ def _supersede(a: _Apply, old_id: str) -> None:
             a.put_frame(old.with_life("retired", None, old.reason), False, True)
             # the retire still in force (an earlier one a restore cancelled keeps its figures,
             # which the restore's take back)
-            effect = a.retire_effects.get(old_id)
-            if effect is not None:
-                effect.change = f"retired at once: superseded by {new_id}"
+            at = a.retire_effects.get(old_id)
+            if at is not None:
+                effect = a.changes.effects[at]
                 # freed now; the relief pending for it (this retire's own, or an earlier tx's
                 # when it was retiring already) is taken back
-                effect.immediate += tokens
-                effect.eventual -= tokens
+                a.changes.effects[at] = replace(
+                    effect,
+                    change=f"retired at once: superseded by {new_id}",
+                    immediate=effect.immediate + tokens,
+                    eventual=effect.eventual - tokens,
+                )
             return

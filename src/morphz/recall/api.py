@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from morphz.checks import check_progress
 from morphz.errors import InputError
 from morphz.events import Event
 from morphz.recall import maintain
@@ -250,6 +251,7 @@ class RecallIndex:
         held up), then swap it in. The live index serves searches until the swap; an
         interrupted rebuild leaves it untouched and drops what it built (a killed process leaves
         its table, unused), and running it again starts over."""
+        check_progress(progress)
         store, cid = self.ctx.db.store, self.ctx.id
         with store.write(cid) as w:
             target = w.row.last_seq

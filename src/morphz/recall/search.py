@@ -126,7 +126,9 @@ def _time_arg(value: datetime | str | None, name: str) -> int | None:
 
 def _texts(values: Iterable[object], what: str, known: list[str]) -> None:
     """``values`` is a list of names (not one name, which would be read letter by letter)."""
-    if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+    if not isinstance(values, list | tuple | set | frozenset) or not all(
+        isinstance(v, str) for v in values
+    ):
         raise InputError(f"{what} is a list of names from {known}, not {values!r:.80}")
 
 
@@ -136,15 +138,17 @@ def _filters(
     if since is not None and until is not None and since >= until:
         raise InputError("since must be before until (since is inclusive, until exclusive)")
     lives = None
-    if lifecycle:
+    if lifecycle is not None:
         _texts(lifecycle, "lifecycle", sorted(LIFECYCLES))
+    if kinds is not None:
+        _texts(kinds, "kinds", SEARCH_KINDS)
+    if lifecycle:
         unknown = set(lifecycle) - LIFECYCLES
         if unknown:
             raise InputError(f"unknown lifecycle {sorted(unknown)}: use {sorted(LIFECYCLES)}")
         lives = frozenset(lifecycle)
     if not kinds:
         return Filters(since, until, None, True, True, lives)
-    _texts(kinds, "kinds", SEARCH_KINDS)
     event_kinds: set[str] = set()
     frames = False
     for kind in kinds:

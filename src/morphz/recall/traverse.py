@@ -241,6 +241,9 @@ def traverse(
 ) -> TraversalPage:
     if direction not in ("ancestors", "descendants", "both"):
         raise InputError("direction must be ancestors, descendants or both")
+    for name, flag in (("include_events", include_events), ("include_bodies", include_bodies)):
+        if not isinstance(flag, bool):
+            raise InputError(f"{name} is True or False, not {flag!r:.80}")
     check_whole(depth, "depth", 1, MAX_DEPTH)
     check_whole(budget, "the node budget", 1, MAX_BUDGET, unit="nodes")
     if not isinstance(frame_id, str):

@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from morphz import events as ev
@@ -64,9 +63,9 @@ from morphz.runtime.models.retry import BACKOFF, refused_share
 from morphz.runtime.models.sdk import PREAMBLE
 from morphz.runtime.replies import cut_kind, stop_note
 from morphz.runtime.requests import FRAMING, MESSAGE_TOKENS, Answered, RequestSequence
+from morphz.runtime.run_config import Approver, RuntimeConfig, check_run
 from morphz.runtime.tools.base import (
     ApprovalEnded,
-    Tool,
     ToolContext,
     ToolRegistry,
     thread_job,
@@ -75,24 +74,6 @@ from morphz.runtime.tools.base import (
 
 if TYPE_CHECKING:
     from morphz.contextdb import Context
-
-Approver = Callable[[Tool, dict[str, Any]], Awaitable[bool]]
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeConfig:
-    workspace: Path
-    step_limit: int = 24
-    protected_paths: tuple[Path, ...] = ()
-    budget: Budget | None = None  # None: the context's stored budget
-    budget_keys: Mapping[str, int] = field(default_factory=dict)  # Budget fields set over it
-    approver: Approver | None = None  # None: "ask" tools follow ask_default
-    ask_default: bool = False  # non-interactive answer to "ask" (False: deny)
-    delta: bool = False  # ContextDelta for this model
-    delta_messages: bool = True  # ... with each increment in a message of its own
-    max_output_tokens: int = 4096
-    exact_tokens: bool = True  # count with the model's tokenizer when one is installed
-    profile: str | None = None  # the harness definition bound to the agent (evaluation-profile)
 
 
 @dataclass(slots=True)
@@ -210,6 +191,7 @@ class Engine:
         self, prompt: str, *, session: str = "default", objective: str | None = None
     ) -> ActivationResult:
         """One activation: the user message ``prompt`` in ``session``, until a reply."""
+        check_run(prompt, session, objective)
         goal = (objective or prompt[:200]).strip() or None
         floors = await asyncio.to_thread(self.floors)
         # the message and the activation that protects it, in one transaction
@@ -609,4 +591,4 @@ async def _despite_cancellation(start: asyncio.Future[_T]) -> _T:
                 return start.result()
 
 
-__all__ = ["ActivationResult", "Engine", "RuntimeConfig"]
+__all__ = ["ActivationResult", "Approver", "Engine", "RuntimeConfig"]

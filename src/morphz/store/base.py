@@ -125,4 +125,9 @@ class Store(Protocol):
         with what to do; [] when sound."""
         ...
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called: every later call is a StoreError."""
+        ...
+
     def close(self) -> None: ...

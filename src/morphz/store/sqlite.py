@@ -77,20 +77,30 @@ def _check_options(path: str | Path, synchronous: object, busy_timeout: object) 
 
 class _Reader:
     """Holds a thread's reader connection; when the thread ends, its local storage and so this
-    holder go, and the finalizer closes the connection."""
+    holder go, and the finalizer closes the connection. ``busy`` counts the reads and queries
+    of its thread in progress on it (a read inside a read counts twice): ``close()`` from
+    another thread closes only a connection no call is using, and a busy one is closed by its
+    own thread as its last read ends. Both are changed only under the store's readers lock."""
 
-    __slots__ = ("__weakref__", "conn")
+    __slots__ = ("__weakref__", "busy", "closed", "conn")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self.busy = 0
+        self.closed = False
 
 
 def _drop_reader(store: weakref.ref[SqliteStore], conn: sqlite3.Connection) -> None:
+    """The finalizer of a thread's reader: its thread (and so every use of it) has ended."""
     alive = store()
     if alive is not None:
         with alive._readers_lock:
-            if conn in alive._readers:
-                alive._readers.remove(conn)
+            alive._readers = [ref for ref in alive._readers if ref() is not None]
+    conn.close()
+
+
+def _close_writer(conn: sqlite3.Connection) -> None:
+    """The finalizer of a store collected without ``close()``: no thread can use its writer."""
     conn.close()
 
 
@@ -111,8 +121,8 @@ class SqliteStore:
         self.busy_timeout = busy_timeout
         self._write_lock = threading.RLock()
         self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []  # every live thread's reader
-        self._readers_lock = threading.Lock()
+        self._readers: list[weakref.ref[_Reader]] = []  # every live thread's reader
+        self._readers_lock = threading.RLock()  # a finalizer may run inside (the GC)
         self._closed = False
         if not create and not self.path.exists():
             raise StoreError(
@@ -124,6 +134,7 @@ class SqliteStore:
             self._check_foreign(create)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._writer = writer = self._connect()
+            self._close_writer = weakref.finalize(self, _close_writer, writer)
             self._wal = WalFile(self.path)  # the writer has just opened it
             self._migrate()
         except BaseException as exc:
@@ -209,19 +220,48 @@ class SqliteStore:
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
-    def _reader(self) -> sqlite3.Connection:
-        """This thread's reader connection; closed when the thread ends (its holder goes with
-        the thread's local storage) or when the store closes."""
-        holder: _Reader | None = getattr(self._local, "reader", None)
-        if holder is None:
-            conn = self._connect()
-            holder = _Reader(conn)
-            self._local.reader = holder
+    @contextmanager
+    def _using_reader(self) -> Iterator[sqlite3.Connection]:
+        """This thread's reader connection, marked in use for the block; made on first use and
+        closed when the thread ends (its holder goes with the thread's local storage) or when
+        the store closes. StoreError when the store is closed, before or during the block."""
+        holder = self._reader_holder()
+        with self._readers_lock:
+            if self._closed or holder.closed:
+                raise StoreError("the store is closed")
+            holder.busy += 1
+        try:
+            yield holder.conn
+        finally:
             with self._readers_lock:
-                self._readers.append(conn)
-            weakref.finalize(holder, _drop_reader, weakref.ref(self), conn)
-        conn = holder.conn
-        return conn
+                holder.busy -= 1
+                closed = self._closed
+                if closed and not holder.busy and not holder.closed:
+                    holder.closed = True  # close() left it to this thread, which used it
+                    holder.conn.close()
+        if closed:  # the block ended, but what it read is not returned: the store closed
+            raise StoreError("the store is closed (it was closed during this read)")
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's reader connection (tests and benchmarks inspect it)."""
+        return self._reader_holder().conn
+
+    def _reader_holder(self) -> _Reader:
+        holder: _Reader | None = getattr(self._local, "reader", None)
+        if holder is not None:
+            return holder
+        if self._closed:
+            raise StoreError("the store is closed")
+        conn = self._connect()
+        holder = _Reader(conn)
+        with self._readers_lock:
+            if self._closed:  # closed while this thread connected
+                conn.close()
+                raise StoreError("the store is closed")
+            self._readers.append(weakref.ref(holder))
+        self._local.reader = holder
+        weakref.finalize(holder, _drop_reader, weakref.ref(self), conn)
+        return holder
 
     def _retry(self, action: object) -> sqlite3.Cursor:
         """Run ``action`` until it is not refused as busy, or the busy timeout passes."""
@@ -298,10 +338,9 @@ class SqliteStore:
 
     def _query(self, sql: str, what: str) -> list[Any]:
         """Rows of ``sql`` on this thread's reader; driver errors are StoreErrors."""
-        if self._closed:
-            raise StoreError("the store is closed")
         try:
-            return self._reader().execute(sql).fetchall()
+            with self._using_reader() as conn:
+                return conn.execute(sql).fetchall()
         except sqlite3.Error as exc:
             message = f"cannot {what} in {self.path}: {exc}"
             raise StoreError(explained(message, exc, self.path)) from exc
@@ -413,19 +452,17 @@ class SqliteStore:
 
     @contextmanager
     def read(self, context_id: str) -> Iterator[SqliteRead]:
-        if self._closed:
-            raise StoreError("the store is closed")
         try:
-            conn = self._reader()
-            nested = conn.in_transaction  # a read inside a read (a callback): same snapshot
-            if not nested:
-                conn.execute("BEGIN")
-            try:
-                yield SqliteRead(conn, self._nested_row(conn, context_id) if nested else
-                                 self._row(conn, context_id))  # fmt: skip
-            finally:
-                if conn.in_transaction and not nested:
-                    conn.execute("COMMIT")
+            with self._using_reader() as conn:
+                nested = conn.in_transaction  # a read inside a read (a callback): same snapshot
+                if not nested:
+                    conn.execute("BEGIN")
+                try:
+                    yield SqliteRead(conn, self._nested_row(conn, context_id) if nested else
+                                     self._row(conn, context_id))  # fmt: skip
+                finally:
+                    if conn.in_transaction and not nested:
+                        conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
                 raise self._locked(exc) from exc
@@ -484,19 +521,28 @@ class SqliteStore:
             f"or {StoreBusyError.WAIT_LONGER}"
         )
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
+        """Close the writer (after a write another thread is making ends) and every reader
+        no call is using; a reader in use is closed by its own thread as its read ends. Every
+        later call of any thread is a StoreError, "the store is closed"."""
         if getattr(self._local, "writing", False):  # a callback run inside this thread's write
             raise StoreError(
                 "the store cannot close while this thread writes to it (a callback run inside "
                 "a write, such as import_history's progress): close it after that call returns"
             )
-        if self._closed:
-            return
-        self._closed = True
-        with self._write_lock:
-            self._writer.close()
         with self._readers_lock:
-            readers, self._readers = self._readers, []
-        for conn in readers:
-            conn.close()
-        self._local.reader = None
+            if self._closed:
+                return
+            self._closed = True
+            holders = [h for h in (ref() for ref in self._readers) if h is not None]
+            for holder in holders:
+                if not holder.busy:
+                    holder.closed = True
+                    holder.conn.close()
+            self._readers = []  # the busy ones are closed by their threads as their reads end
+        with self._write_lock:
+            self._close_writer()

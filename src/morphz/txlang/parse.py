@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from morphz.errors import ParseError
+from morphz.errors import InputError, ParseError
 from morphz.ids import describe_id_rules, is_id, is_ref
 from morphz.txlang import ops as o
 from morphz.txlang.sexpr import (
@@ -498,6 +498,11 @@ def op_text(op: o.Op) -> str:
 
 def print_tx(tx: o.Tx, *, pretty: bool = False) -> str:
     """Canonical text of ``tx`` (one line), or one operation per line when ``pretty``."""
+    if not isinstance(tx, o.Tx):
+        raise InputError(
+            f"print_tx takes a parsed transaction, not {type(tx).__name__}: pass it "
+            "morphz.read_tx(text) (its text, canonical: print_tx(read_tx(text)))"
+        )
     if tx.canonical and not pretty:
         return tx.source  # already canonical: the fast path matched every byte of it
     parts = [f"(base-version {tx.base_version})"]
