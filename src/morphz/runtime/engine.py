@@ -130,20 +130,27 @@ class Engine:
         ``maintenance`` or work), budget and token figures, counting what the adapters send
         beside the encoding (the system preamble, the framing of both messages) and the schemas
         of the tools a request offers (the maintenance set for a ``batch`` or a maintenance
-        request measured as sent, else the work set); ``fields`` add the activation's own."""
+        request measured as sent, else the work set, with the work kernel's authority entries a
+        maintenance kernel lacks: a maintenance figure is never below the work request that
+        put the activation in maintenance); ``fields`` add the activation's own."""
         tools = self.tools.offered(maintenance=batch)
+        authority = self.tools.authority(maintenance or batch)
+        parts = [PREAMBLE, *(t.schema.text for t in tools)]
+        if maintenance and not batch:  # the work kernel's authority too: what resuming sends
+            withdrawn = sorted(self.tools.authority(False).items() - authority.items())
+            parts.append("".join(f" ({k} {v})" for k, v in withdrawn))
         return EncodeOptions(
             session=session,
             model=self.model.name,
             local_time=self.clock(),
             bindings={"workspace": str(self.config.workspace)},
             profile=self.config.profile,
-            authority=self.tools.authority(maintenance or batch),
+            authority=authority,
             budget=self.config.budget,  # None: the one stored in the compile's snapshot
             budget_keys=self.config.budget_keys,
             calibration=self.calibration,
             counter=self.counter,
-            extra_parts=(PREAMBLE, *(t.schema.text for t in tools)),
+            extra_parts=tuple(part for part in parts if part),
             framing=FRAMING,
             **fields,
         )
