@@ -9,7 +9,6 @@ transaction per logical step, through the pure mind layer.
 
 from __future__ import annotations
 
-import time as time_module
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -20,11 +19,10 @@ from morphz import activating, committing
 from morphz import events as ev
 from morphz import observe as appending
 from morphz.capacity import Budget
-from morphz.checks import check_id, check_progress, check_whole, check_window, parse_ref
+from morphz.checks import check_id, check_whole, check_window, parse_ref
 from morphz.errors import InputError, RecordNotFoundError
 from morphz.ids import make_ref
 from morphz.mind import (
-    CLOCK_KINDS,
     Changes,
     advances_clock,
     chain_head,
@@ -346,31 +344,9 @@ class Context:
 
         Every line is validated first (an error names its line); then all of them are appended
         in one database transaction, as one batch (one clock tick) - all or nothing."""
-        check_id(session, "session id")
-        check_progress(progress)
-        started = time_module.perf_counter()
-        items = appending.parse_all(appending.read_lines(source))
-        recorded = self.db.timestamp()
-        tick = advances_clock([item.kind for item in items])
-        events: list[ev.Event] = []
-        # the "(ticked)" marker: on the first line of a clock kind, whichever chunk holds it
-        marker = next((i for i, item in enumerate(items) if item.kind in CLOCK_KINDS), 0)
-        with self.db.store.write(self.id) as w:
-            for start in range(0, len(items), appending.IMPORT_CHUNK):
-                chunk = items[start : start + appending.IMPORT_CHUNK]
-                mine = tick and start <= marker < start + len(chunk)
-                done = appending.append(
-                    w, session, chunk, recorded, tick and start == 0,
-                    ticked=marker - start if mine else None, marked=mine,
-                )  # fmt: skip
-                events.extend((done[0], done[-1]))
-                if progress is not None:
-                    progress(start + len(chunk), len(items))
-            if tick:
-                self._finalize(w, session, recorded)
-            w.touch_session(session, w.row.last_seq, recorded)
-        seconds = time_module.perf_counter() - started
-        return appending.ImportReport(self.id, len(items), events[0].ref, events[-1].ref, seconds)
+        from morphz import importing
+
+        return importing.import_history(self, source, session, progress)
 
     def _finalize(self, w: WriteTxn, session: str, recorded: str) -> None:
         """Finalize retirements that are due at the current clock, as a runtime commit."""
