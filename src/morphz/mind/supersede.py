@@ -8,9 +8,9 @@ for (:func:`completes`).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from morphz.mind.state import OpEffect
 from morphz.txlang import ops as o
 
 if TYPE_CHECKING:
@@ -65,10 +65,12 @@ def _supersede(a: _Apply, old_id: str) -> None:
                 effect = a.changes.effects[at]
                 # freed now; the relief pending for it (this retire's own, or an earlier tx's
                 # when it was retiring already) is taken back
-                a.changes.effects[at] = replace(
-                    effect,
-                    change=f"retired at once: superseded by {new_id}",
-                    immediate=effect.immediate + tokens,
-                    eventual=effect.eventual - tokens,
+                a.changes.effects[at] = OpEffect(  # frozen: a new one (replace() is slow)
+                    effect.index,
+                    effect.op,
+                    effect.target,
+                    f"retired at once: superseded by {new_id}",
+                    effect.immediate + tokens,
+                    effect.eventual - tokens,
                 )
             return
