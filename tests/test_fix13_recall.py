@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from morphz.recall import search as search_module
 from morphz.recall.search import Hit, SearchPage
 from morphz.runtime.agent_tools import agent_tools
 from morphz.runtime.tools.base import ToolContext, ToolError, ToolOutcome, run_guarded
+from stores import run_sql
 
 _sessions = itertools.count(1)
 
@@ -39,16 +39,6 @@ def key(hit: Hit) -> str:
 
 def keys(page: SearchPage) -> list[str]:
     return [key(h) for h in page.hits]
-
-
-def _sql(path: Path, *statements: str) -> None:
-    conn = sqlite3.connect(path)
-    try:
-        with conn:
-            for statement in statements:
-                conn.execute(statement)
-    finally:
-        conn.close()
 
 
 # ------------------------------------------------------------------ removed relations
@@ -122,7 +112,7 @@ def test_the_audit_reports_each_forged_key_of_a_commit_payload(
     with morphz.open(path) as db:
         assert db.context("c").audit().ok
         last = db.context("c").events()[-1].seq
-    _sql(path, f"UPDATE events SET payload = {forgery} WHERE seq = {last}")
+    run_sql(path, f"UPDATE events SET payload = {forgery} WHERE seq = {last}")
     with morphz.open(path) as db:
         report = db.context("c").audit()
     assert not report.ok
@@ -133,7 +123,7 @@ def test_commits_written_before_their_keys_were_recorded_audit_clean(tmp_path: P
     """Stores written before `unrelated` (and, earlier, `replaced` and `undone`) lack them."""
     path = tmp_path / "s.db"
     _history(path)
-    _sql(
+    run_sql(
         path,
         "UPDATE events SET payload = json_remove(payload, '$.unrelated', '$.replaced', "
         "'$.undone') WHERE kind = 'context_tx_committed'",
@@ -242,7 +232,7 @@ def test_the_upgrade_fills_the_frame_times_and_the_walk_keeps_its_pin(tmp_path: 
         ctx = db.context("c", create=True)
         commit(ctx, '(create plan/a (fact "alpha"))')
         commit(ctx, '(revise plan/a (fact "alpha, revised"))')
-    _sql(  # a store from before 0019
+    run_sql(  # a store from before 0019
         path,
         "DROP TABLE recall_frame_times",
         "DROP INDEX events_reply",

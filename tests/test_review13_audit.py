@@ -3,33 +3,10 @@ documents) with what the log says. Each test failed on the code it was written a
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import morphz
-
-
-def _store(path: Path) -> None:
-    """A store with a revised frame, a reason and a few observations."""
-    with morphz.open(path) as db:
-        ctx = db.context("c", create=True)
-        e1 = ctx.observe("user_message", "deploy the checkout service to shanghai")
-        ctx.commit(
-            f"(context-tx (base-version 0) (derive plan/route (from {e1.ref}) "
-            '"take the coastal route"))'
-        )
-        ctx.commit('(context-tx (base-version 1) (reason "the bridge is closed") '
-                   '(revise plan/route "take the mountain route"))')  # fmt: skip
-
-
-def _sql(path: Path, *statements: str) -> None:
-    conn = sqlite3.connect(path)
-    try:
-        with conn:
-            for statement in statements:
-                conn.execute(statement)
-    finally:
-        conn.close()
+from stores import revised_store, run_sql
 
 
 def test_the_audit_reports_a_commit_payload_that_differs_from_its_transaction(
@@ -39,8 +16,8 @@ def test_the_audit_reports_a_commit_payload_that_differs_from_its_transaction(
     recall indexes and shows them. A reason or replaced body changed in the payload passes the
     audit: the replay reads the transaction text and never compares the payload."""
     path = tmp_path / "s.db"
-    _store(path)
-    _sql(
+    revised_store(path)
+    run_sql(
         path,
         "UPDATE events SET payload = json_set(payload, '$.reason', 'forged') "
         "WHERE kind = 'context_tx_committed' AND seq = 3",
@@ -57,10 +34,10 @@ def test_the_audit_reports_a_recall_index_that_lost_its_frame_documents(tmp_path
     is not current and a search for a frame's words finds nothing. (Emptied while the store is
     open: open rebuilds such an index, below.)"""
     path = tmp_path / "s.db"
-    _store(path)
+    revised_store(path)
     with morphz.open(path) as db:
         ctx = db.context("c")
-        _sql(path, "DELETE FROM recall_frames")
+        run_sql(path, "DELETE FROM recall_frames")
         assert not ctx.recall_index.inspect().current
         report = ctx.audit()
         assert not report.ok
@@ -71,8 +48,8 @@ def test_open_rebuilds_a_recall_index_that_lost_its_frame_documents(tmp_path: Pa
     """Open rebuilds only an index behind the log, so an index whose frame documents were lost
     stayed so (nothing mended it): open now rebuilds it too, as the audit advises."""
     path = tmp_path / "s.db"
-    _store(path)
-    _sql(path, "DELETE FROM recall_frames")
+    revised_store(path)
+    run_sql(path, "DELETE FROM recall_frames")
     with morphz.open(path) as db:
         ctx = db.context("c")
         assert ctx.recall_index.inspect().current

@@ -9,12 +9,6 @@ with a file and waits for a release file. Ordering comes from those files, never
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,64 +19,7 @@ from agents import make_engine
 from morphz.interfaces.cli import main
 from morphz.runtime.models.base import ModelRequest, ModelResponse
 from morphz.runtime.models.scripted import FunctionModel
-
-SRC = str(Path(morphz.__file__).resolve().parents[1])
-HANG_GUARD = 60  # seconds: only stops a hung child from hanging the suite
-
-# Holds the write lock of the store argv[1] (an import's one write transaction) from the
-# moment it creates argv[2]/holding until argv[2]/release exists.
-HOLDER = """
-import pathlib, sys, time
-import morphz
-
-folder = pathlib.Path(sys.argv[2])
-
-def progress(done, total):
-    (folder / "holding").touch()
-    while not (folder / "release").exists():
-        time.sleep(0.005)
-
-with morphz.open(sys.argv[1]) as db:
-    db.context(sys.argv[3]).import_history(str(folder / "history.jsonl"), progress=progress)
-"""
-
-
-def _wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
-    """Until ``path`` exists (the holder's announcement); fails if the holder died first."""
-    deadline = time.monotonic() + HANG_GUARD
-    while not path.exists():
-        assert proc.poll() is None, "the lock holder exited before it held the lock"
-        assert time.monotonic() < deadline, "the lock holder never took the lock"
-        time.sleep(0.005)
-
-
-class Holder:
-    """A child process that holds the store's write lock while asked to."""
-
-    def __init__(self, store: Path, context: str, folder: Path) -> None:
-        self.store, self.context, self.folder = store, context, folder
-        folder.mkdir()
-        (folder / "history.jsonl").write_text('{"text": "imported"}\n', encoding="utf-8")
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def hold(self) -> None:
-        env = {**os.environ, "PYTHONPATH": SRC}
-        argv = [sys.executable, "-c", HOLDER, str(self.store), str(self.folder), self.context]
-        self.proc = subprocess.Popen(argv, env=env)
-        _wait_for(self.folder / "holding", self.proc)
-
-    def release(self) -> None:
-        (self.folder / "release").touch()
-        if self.proc is not None:
-            assert self.proc.wait(HANG_GUARD) == 0
-
-    @contextmanager
-    def holding(self) -> Iterator[None]:
-        self.hold()
-        try:
-            yield
-        finally:
-            self.release()
+from stores import Holder
 
 
 def test_an_activation_whose_end_a_busy_store_refused_does_not_stay_running_for_good(

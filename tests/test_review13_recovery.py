@@ -34,29 +34,11 @@ import pytest
 import morphz
 from morphz import events as ev
 from morphz import owners
+from stores import cli_env, run_cli
 
-SRC = Path(__file__).resolve().parents[1] / "src"
 CONTEXT = "context-default"
 LINUX_PROC = Path("/proc/self/stat").exists()
 WAIT_S = 60.0  # how long a child may take to reach the point where it is killed (not asserted)
-
-
-def _env(home: Path) -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(SRC), HOME=str(home))
-    env.pop("MORPHZ_DB", None)
-    return env
-
-
-def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "morphz", *args],
-        cwd=cwd,
-        env=_env(cwd / "home"),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
@@ -109,7 +91,7 @@ def killed_exec(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "morphz", *args, "--db", str(store)],
         cwd=tmp_path,
-        env=_env(tmp_path / "home"),
+        env=cli_env(tmp_path / "home"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -147,7 +129,7 @@ def test_a_call_whose_process_was_killed_is_told_to_the_next_activation(
     activation's last model reply that have no result. Expected: after recovery, a
     ``tool_result`` answers the unanswered call, and the next encoding shows it."""
     store, _ = killed_exec
-    recovered = _cli(tmp_path, "context", "recover", "--db", str(store))
+    recovered = run_cli(tmp_path, "context", "recover", "--db", str(store))
     assert recovered.returncode == 0, recovered.stderr
     with morphz.open(store, create=False) as db:
         ctx = db.context(CONTEXT)
@@ -179,7 +161,7 @@ def test_a_command_of_a_killed_exec_does_not_outlive_it(
     signal of a small supervisor, or its pgid and start time recorded with the call and killed
     by the recovery)."""
     store, pgid = killed_exec
-    recovered = _cli(tmp_path, "context", "recover", "--db", str(store))
+    recovered = run_cli(tmp_path, "context", "recover", "--db", str(store))
     assert recovered.returncode == 0, recovered.stderr
     deadline = time.monotonic() + 10  # a kill delivered asynchronously lands within this
     while _live_members(pgid) and time.monotonic() < deadline:
@@ -218,7 +200,7 @@ def test_retiring_the_request_of_a_dead_activation_says_to_recover(tmp_path: Pat
     store = tmp_path / "morphz.db"
     child = subprocess.run(
         [sys.executable, "-c", ORPHAN, str(store)],
-        env=_env(tmp_path / "home"),
+        env=cli_env(tmp_path / "home"),
         capture_output=True,
         text=True,
         check=False,
@@ -228,7 +210,7 @@ def test_retiring_the_request_of_a_dead_activation_says_to_recover(tmp_path: Pat
     root = child.stdout.strip()
     tx = tmp_path / "retire.tx"
     tx.write_text(f'(context-tx (base-version 0) (reason "done") (retire {root}))\n')
-    refused = _cli(tmp_path, "context", "tx", "--file", str(tx), "--db", str(store))
+    refused = run_cli(tmp_path, "context", "tx", "--file", str(tx), "--db", str(store))
     assert refused.returncode == 1, refused.stderr
     assert "recover" in refused.stderr, (
         f"the root of an activation whose process is gone, and no word of recovery: "

@@ -13,9 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -28,37 +26,14 @@ from morphz.mind import DEFAULT_WINDOW
 from morphz.mind.state import GENESIS_HEAD
 from morphz.store.sqlite import _migrations, _statements
 from morphz.store.sqlite_recall import create_fts
+from stores import Holder, cli_env, revised_store, run_cli, run_sql
 
 SRC = Path(morphz.__file__).resolve().parent.parent
 CONTEXT = "context-default"
 WAIT_S = 60.0  # how long a child may take to reach the point where it is killed (not asserted)
-HANG_GUARD = 60  # seconds: only stops a hung child from hanging the suite
 
 
 # ================================================================ migrations and file handling
-
-
-def _store(path: Path) -> None:
-    """A store with a revised frame, a reason and a few observations."""
-    with morphz.open(path) as db:
-        ctx = db.context("c", create=True)
-        e1 = ctx.observe("user_message", "deploy the checkout service to shanghai")
-        ctx.commit(
-            f"(context-tx (base-version 0) (derive plan/route (from {e1.ref}) "
-            '"take the coastal route"))'
-        )
-        ctx.commit('(context-tx (base-version 1) (reason "the bridge is closed") '
-                   '(revise plan/route "take the mountain route"))')  # fmt: skip
-
-
-def _sql(path: Path, *statements: str) -> None:
-    conn = sqlite3.connect(path)
-    try:
-        with conn:
-            for statement in statements:
-                conn.execute(statement)
-    finally:
-        conn.close()
 
 
 def test_a_write_after_a_newer_morphz_migrated_the_open_store_is_refused(tmp_path: Path) -> None:
@@ -72,7 +47,7 @@ def test_a_write_after_a_newer_morphz_migrated_the_open_store_is_refused(tmp_pat
         ctx = db.context("c", create=True)
         ctx.observe("user_message", "before the upgrade")
         newer = db.store.schema_version() + 1
-        _sql(path, f"INSERT INTO schema_migrations VALUES ({newer}, '{newer:04d}_x', 'now')")
+        run_sql(path, f"INSERT INTO schema_migrations VALUES ({newer}, '{newer:04d}_x', 'now')")
         with pytest.raises(SchemaError):
             ctx.observe("user_message", "after the upgrade")
     conn = sqlite3.connect(path)
@@ -178,7 +153,7 @@ def test_a_damaged_context_setting_is_a_typed_error(tmp_path: Path, value: str) 
     """A damaged row of context_settings (the budget) passed the audit, and status and every
     encoding then failed with a TypeError or JSONDecodeError instead of a StoreError."""
     path = tmp_path / "s.db"
-    _store(path)
+    revised_store(path)
     conn = sqlite3.connect(path)
     try:
         with conn:
@@ -211,8 +186,8 @@ def test_a_rebuild_killed_at_open_leaves_no_table_behind_once_rebuilt(tmp_path: 
     leaves its half-built FTS table; the next open rebuilds again and the old table stays in
     the file for ever, unreported (up to the index's size per kill on a large store)."""
     path = tmp_path / "s.db"
-    _store(path)
-    _sql(path, "UPDATE recall_meta SET indexed_seq = -1")  # as 0008, 0010 and 0016 do
+    revised_store(path)
+    run_sql(path, "UPDATE recall_meta SET indexed_seq = -1")  # as 0008, 0010 and 0016 do
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     child = subprocess.Popen(
         [sys.executable, "-c", _KILLED_REBUILD, str(path)],
@@ -241,24 +216,6 @@ def test_a_rebuild_killed_at_open_leaves_no_table_behind_once_rebuilt(tmp_path: 
 
 
 # ================================================================ durability (real processes)
-
-
-def _env(home: Path) -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(SRC), HOME=str(home))
-    env.pop("MORPHZ_DB", None)
-    return env
-
-
-def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "morphz", *args],
-        cwd=cwd,
-        env=_env(cwd / "home"),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
 
 
 WAL_HOLDER = """
@@ -297,7 +254,7 @@ def test_a_write_after_the_wal_file_was_deleted_is_not_acknowledged_then_lost(
     assert not Path(f"{store}-wal").exists()  # closed: everything is in the main file
     with subprocess.Popen(
         [sys.executable, "-c", WAL_HOLDER, str(store)],
-        env=_env(tmp_path),
+        env=cli_env(tmp_path),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -364,7 +321,7 @@ def test_a_full_disk_is_named_when_the_store_is_opened(small_disk: Path) -> None
         db.context(CONTEXT, create=True).observe("user_message", "hello")
     assert not Path(f"{store}-shm").exists()
     _fill(small_disk)
-    status = _cli(small_disk.parent, "context", "status", "--db", str(store))
+    status = run_cli(small_disk.parent, "context", "status", "--db", str(store))
     assert status.returncode == 1
     said = status.stderr.replace(str(small_disk.parent), "").lower()  # the path names the test
     assert "space" in said or "full" in said, (
@@ -415,7 +372,7 @@ def test_a_rebuild_leaves_no_table_of_a_killed_one_behind(tmp_path: Path) -> Non
             ctx.observe("tool_result", f"deploy log line {i}")
     with subprocess.Popen(
         [sys.executable, "-c", REBUILDER, str(store)],
-        env=_env(tmp_path),
+        env=cli_env(tmp_path),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -439,62 +396,6 @@ def test_a_rebuild_leaves_no_table_of_a_killed_one_behind(tmp_path: Path) -> Non
 
 
 # ================================================================ a busy store, from the CLI
-
-
-# Holds the write lock of the store argv[1] (an import's one write transaction) from the
-# moment it creates argv[2]/holding until argv[2]/release exists.
-LOCK_HOLDER = """
-import pathlib, sys, time
-import morphz
-
-folder = pathlib.Path(sys.argv[2])
-
-def progress(done, total):
-    (folder / "holding").touch()
-    while not (folder / "release").exists():
-        time.sleep(0.005)
-
-with morphz.open(sys.argv[1]) as db:
-    db.context(sys.argv[3]).import_history(str(folder / "history.jsonl"), progress=progress)
-"""
-
-
-def _wait_for_lock(path: Path, proc: subprocess.Popen[bytes]) -> None:
-    """Until ``path`` exists (the holder's announcement); fails if the holder died first."""
-    deadline = time.monotonic() + HANG_GUARD
-    while not path.exists():
-        assert proc.poll() is None, "the lock holder exited before it held the lock"
-        assert time.monotonic() < deadline, "the lock holder never took the lock"
-        time.sleep(0.005)
-
-
-class Holder:
-    """A child process that holds the store's write lock while asked to."""
-
-    def __init__(self, store: Path, context: str, folder: Path) -> None:
-        self.store, self.context, self.folder = store, context, folder
-        folder.mkdir()
-        (folder / "history.jsonl").write_text('{"text": "imported"}\n', encoding="utf-8")
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def hold(self) -> None:
-        env = {**os.environ, "PYTHONPATH": str(SRC)}
-        argv = [sys.executable, "-c", LOCK_HOLDER, str(self.store), str(self.folder), self.context]
-        self.proc = subprocess.Popen(argv, env=env)
-        _wait_for_lock(self.folder / "holding", self.proc)
-
-    def release(self) -> None:
-        (self.folder / "release").touch()
-        if self.proc is not None:
-            assert self.proc.wait(HANG_GUARD) == 0
-
-    @contextmanager
-    def holding(self) -> Iterator[None]:
-        self.hold()
-        try:
-            yield
-        finally:
-            self.release()
 
 
 def test_a_busy_store_tells_a_command_line_user_what_the_command_line_can_do(
@@ -542,7 +443,7 @@ def test_a_live_rebuild_keeps_its_table_while_another_rebuild_runs(tmp_path: Pat
     """Only the tables of rebuilds whose process died are dropped: one this (live) process is
     still filling stays through another rebuild, and its owner is recorded."""
     path = tmp_path / "s.db"
-    _store(path)
+    revised_store(path)
     with morphz.open(path) as db:
         with db.store.write("c") as w:
             building = w.recall.begin_rebuild()
@@ -559,8 +460,8 @@ def test_a_live_rebuild_keeps_its_table_while_another_rebuild_runs(tmp_path: Pat
 
 def test_the_audit_reports_a_damaged_setting(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    _store(path)
-    _sql(path, "INSERT INTO context_settings VALUES ('c', 'view', '{\"nope\": 1}')")
+    revised_store(path)
+    run_sql(path, "INSERT INTO context_settings VALUES ('c', 'view', '{\"nope\": 1}')")
     with morphz.open(path) as db:
         report = db.context("c").audit()
     assert not report.ok
@@ -570,8 +471,8 @@ def test_the_audit_reports_a_damaged_setting(tmp_path: Path) -> None:
 def test_migration_17_makes_the_order_index_of_the_first_0001_again(tmp_path: Path) -> None:
     """0001 first made frames_order on (context_id, pos), which 0014's IF NOT EXISTS kept."""
     path = tmp_path / "s.db"
-    _store(path)
-    _sql(
+    revised_store(path)
+    run_sql(
         path,
         "DROP INDEX frames_order",
         "CREATE INDEX frames_order ON frames (context_id, pos)",

@@ -1,0 +1,117 @@
+"""Helpers the store, recovery and concurrency tests share: a small store with a revised frame,
+raw SQL on a store file, the CLI run as a child process with its own home, and a child process
+that holds a store's write lock while asked to."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import morphz
+
+SRC = Path(morphz.__file__).resolve().parent.parent
+HANG_GUARD = 60  # seconds: only stops a hung child from hanging the suite
+
+
+def revised_store(path: Path) -> None:
+    """A store with a revised frame, a reason and a few observations."""
+    with morphz.open(path) as db:
+        ctx = db.context("c", create=True)
+        e1 = ctx.observe("user_message", "deploy the checkout service to shanghai")
+        ctx.commit(
+            f"(context-tx (base-version 0) (derive plan/route (from {e1.ref}) "
+            '"take the coastal route"))'
+        )
+        ctx.commit('(context-tx (base-version 1) (reason "the bridge is closed") '
+                   '(revise plan/route "take the mountain route"))')  # fmt: skip
+
+
+def run_sql(path: Path, *statements: str) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            for statement in statements:
+                conn.execute(statement)
+    finally:
+        conn.close()
+
+
+def cli_env(home: Path) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(SRC), HOME=str(home))
+    env.pop("MORPHZ_DB", None)
+    return env
+
+
+def run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``morphz ARGS`` in a child process, in ``cwd`` with ``cwd/home`` as its home."""
+    return subprocess.run(
+        [sys.executable, "-m", "morphz", *args],
+        cwd=cwd,
+        env=cli_env(cwd / "home"),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+# Holds the write lock of the store argv[1] (an import's one write transaction) from the
+# moment it creates argv[2]/holding until argv[2]/release exists.
+LOCK_HOLDER = """
+import pathlib, sys, time
+import morphz
+
+folder = pathlib.Path(sys.argv[2])
+
+def progress(done, total):
+    (folder / "holding").touch()
+    while not (folder / "release").exists():
+        time.sleep(0.005)
+
+with morphz.open(sys.argv[1]) as db:
+    db.context(sys.argv[3]).import_history(str(folder / "history.jsonl"), progress=progress)
+"""
+
+
+def wait_for_file(path: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Until ``path`` exists (the child's announcement); fails if the child died first."""
+    deadline = time.monotonic() + HANG_GUARD
+    while not path.exists():
+        assert proc.poll() is None, "the child exited before it got there"
+        assert time.monotonic() < deadline, "the child never got there"
+        time.sleep(0.005)
+
+
+class Holder:
+    """A child process that holds the store's write lock while asked to."""
+
+    def __init__(self, store: Path, context: str, folder: Path) -> None:
+        self.store, self.context, self.folder = store, context, folder
+        folder.mkdir()
+        (folder / "history.jsonl").write_text('{"text": "imported"}\n', encoding="utf-8")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def hold(self) -> None:
+        env = {**os.environ, "PYTHONPATH": str(SRC)}
+        argv = [sys.executable, "-c", LOCK_HOLDER, str(self.store), str(self.folder), self.context]
+        self.proc = subprocess.Popen(argv, env=env)
+        wait_for_file(self.folder / "holding", self.proc)
+
+    def release(self) -> None:
+        (self.folder / "release").touch()
+        if self.proc is not None:
+            assert self.proc.wait(HANG_GUARD) == 0
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        self.hold()
+        try:
+            yield
+        finally:
+            self.release()
