@@ -156,20 +156,26 @@ def unanswered(r: ReadTxn, act: ActivationRow, reason: str) -> list[appending.Ch
     request and nothing of the work already done (a deployment, a file written)."""
     reply: ev.Event | None = None
     answered: set[str] = set()
+    recalled = 0  # a recall appends its own result (meta.recall, no call id): in call order
     for event in r.events(act.started_seq):
         payload = event.payload or {}
         if event.kind == ev.MODEL_REPLY and payload.get("activation") == act.activation_id:
-            reply, answered = event, set()
+            reply, answered, recalled = event, set(), 0
         elif reply is not None and event.session_id == act.session_id and event.meta:
             call = event.meta.get("call")
             if isinstance(call, str):
                 answered.add(call)
+            elif event.kind == "recall_result" and "recall" in event.meta:
+                recalled += 1
     if reply is None or reply.payload is None:
         return []
     results: list[appending.Checked] = []
     for call in reply.payload.get("tool_calls", []):
         name, call_id = call.get("name"), call.get("id")
         if not isinstance(call_id, str) or call_id in answered:
+            continue
+        if name == "recall" and recalled:  # answered by the result it delivered
+            recalled -= 1
             continue
         text = (
             f"{name} has no result: {reason} after the model asked for this call ({reply.ref}), "

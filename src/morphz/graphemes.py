@@ -21,6 +21,7 @@ def _joins(text: str, cut: int) -> bool:
     point = ord(after)
     return (
         unicodedata.category(after)[0] == "M"
+        or after in _SPACING_LO  # Thai and Lao SARA AM: letters (Lo) that join as marks
         or _hangul_joins(ord(before), point)
         or (before in _LINKERS and unicodedata.category(after) == "Lo")
         or (before == "\r" and after == "\n")
@@ -33,6 +34,8 @@ def _joins(text: str, cut: int) -> bool:
         or (_regional(after) and _flag_half(text, cut))
     )
 
+
+_SPACING_LO = {"\u0e33", "\u0eb3"}
 
 # viramas that join the consonants around them into one conjunct (Unicode 15.1, GB9c:
 # Indic_Conjunct_Break=Linker): Devanagari, Bengali, Gujarati, Oriya, Telugu, Malayalam

@@ -28,7 +28,7 @@ from morphz.interfaces.cli import (
     open_context,
 )
 from morphz.runtime.config import Settings, load, model_name
-from morphz.runtime.floor import empty_request, request_options
+from morphz.runtime.floor import empty_request, request_options, store_folder
 from morphz.runtime.report import pick_activations, request_stats, total
 
 
@@ -52,7 +52,7 @@ def runtime_floor(settings: Settings, ctx: morphz.Context, *, maintenance: bool)
         calibration=ctx.calibration(name),
         counter=exact_counter(name) if settings.exact_tokens else None,
     )
-    return empty_request(options)
+    return empty_request(options, store_folder(ctx))
 
 
 def commit_limits(settings: Settings, ctx: morphz.Context) -> dict[str, Any]:
@@ -181,8 +181,10 @@ def budget_command(
          "reserve": reserve},
     ) | ({"configured": None} if no_limit else {})  # fmt: skip
     with open_context(db_path, context_id) as ctx:
-        if changes:
-            _note_floor(ctx.update_budget(changes), ctx)
+        if changes:  # the floor first: a configuration it cannot read changes nothing
+            settings = load(Path.home(), Path.cwd(), os.environ)
+            floor = runtime_floor(settings, ctx, maintenance=False)
+            _note_floor(ctx.update_budget(changes), floor)
         current = ctx.budget()
         pressure = ctx.status(local_time=local_now()).pressure
     emit(
@@ -241,10 +243,10 @@ def view_command(
     emit(fmt, {"view": current.to_dict()}, lambda: render.view(current))
 
 
-def _note_floor(budget: Budget, ctx: morphz.Context) -> None:
-    """Say on stderr (JSON output stays clean) when even a request on an empty context is at
-    warning pressure under ``budget``: maintenance then ends below critical, or never starts."""
-    floor = runtime_floor(load(Path.home(), Path.cwd(), os.environ), ctx, maintenance=False)
+def _note_floor(budget: Budget, floor: int) -> None:
+    """Say on stderr (JSON output stays clean) when even a request on an empty context (its
+    figure ``floor``) is at warning pressure under ``budget``: maintenance then ends below
+    critical, or never starts."""
     below = resume_below(budget, floor)
     if below == budget.warning:
         return

@@ -51,7 +51,7 @@ from morphz.observe import Observation
 from morphz.runtime import batches
 from morphz.runtime.calls import Calls
 from morphz.runtime.costs import output_tokens
-from morphz.runtime.floor import Floors
+from morphz.runtime.floor import Floors, store_folder
 from morphz.runtime.models.base import (
     ContextTooLongError,
     Model,
@@ -121,7 +121,7 @@ class Engine:
         # reading and writing an entry, so concurrent ones never see half an update.
         self.answered: Answered = {}
         self.clock: Callable[[], str] = _now
-        self.measured = Floors(self.calibration)
+        self.measured = Floors(self.calibration, store_folder(ctx))
 
     def options(
         self, session: str, *, batch: bool = False, maintenance: bool = False, **fields: Any

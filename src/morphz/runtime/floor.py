@@ -13,13 +13,16 @@ from __future__ import annotations
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from morphz.encoding.options import EncodeOptions
 from morphz.encoding.tokens import Calibration
 from morphz.runtime.models.sdk import PREAMBLE
 from morphz.runtime.requests import FRAMING
 from morphz.runtime.tools.base import ToolRegistry
+
+if TYPE_CHECKING:
+    from morphz.contextdb import Context
 
 
 def request_options(tools: ToolRegistry, *, maintenance: bool, **fields: Any) -> EncodeOptions:
@@ -35,10 +38,12 @@ def request_options(tools: ToolRegistry, *, maintenance: bool, **fields: Any) ->
     )
 
 
-def empty_request(options: EncodeOptions) -> int:
+def empty_request(options: EncodeOptions, near: Path | None = None) -> int:
     """The pressure figure of a request compiled with ``options`` on an empty context: no
-    observation, no frame, no activation, no objective (the budget plays no part in it)."""
-    from morphz.database import open as open_store
+    observation, no frame, no activation, no objective (the budget plays no part in it). The
+    empty store is made in the system's temporary folder or, where that cannot be written (a
+    read-only root, a full /tmp), in a temporary folder inside ``near`` (the user's store's
+    folder, which can be written since the store is)."""
 
     empty = replace(
         options,
@@ -48,24 +53,46 @@ def empty_request(options: EncodeOptions) -> int:
         budget_keys={},
         only_observations=None,
     )
+    try:
+        return _measure(empty, None)
+    except OSError:
+        if near is None:
+            raise
+        return _measure(empty, near)
+
+
+def _measure(options: EncodeOptions, folder: Path | None) -> int:
+    from morphz.database import open as open_store
+
     with (
-        tempfile.TemporaryDirectory(prefix="morphz-floor-") as folder,
-        open_store(Path(folder) / "empty.db") as db,
+        tempfile.TemporaryDirectory(prefix="morphz-floor-", dir=folder) as where,
+        open_store(Path(where) / "empty.db") as db,
     ):
-        return db.context("empty", create=True).encode(empty).tokens
+        return db.context("empty", create=True).encode(options).tokens
+
+
+def store_folder(ctx: Context) -> Path | None:
+    """The folder of ``ctx``'s store file (None for a store without one)."""
+    path = getattr(ctx.db.store, "path", None)
+    return path.parent if isinstance(path, Path) else None
 
 
 class Floors:
-    """An engine's floors (work and maintenance), measured once for each calibration state."""
+    """An engine's floors (work and maintenance), measured again when the calibration changed;
+    only the latest of each mode is kept (a long-lived engine's calibration changes with every
+    provider report)."""
 
-    def __init__(self, calibration: Calibration) -> None:
+    def __init__(self, calibration: Calibration, near: Path | None = None) -> None:
         self.calibration = calibration
-        self._known: dict[tuple[bool, float | None], int] = {}
+        self.near = near
+        self._known: dict[bool, tuple[float | None, int]] = {}
 
     def get(self, options: EncodeOptions, maintenance: bool) -> int:
         """The floor of the requests ``options`` compile (the tools of ``maintenance``)."""
         cal = self.calibration
-        key = (maintenance, cal.factor if cal.samples else None)
-        if key not in self._known:
-            self._known[key] = empty_request(options)
-        return self._known[key]
+        factor = cal.factor if cal.samples else None
+        known = self._known.get(maintenance)
+        if known is None or known[0] != factor:
+            known = (factor, empty_request(options, self.near))
+            self._known[maintenance] = known
+        return known[1]

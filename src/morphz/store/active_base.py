@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -47,7 +48,7 @@ class ActiveStore(Protocol):
     def relations(self) -> list[Edge]: ...
     def checkpoint_names(self) -> list[str]: ...
     def cited_by(self, refs: list[str]) -> dict[str, int]: ...
-    def settings(self) -> dict[str, Any]: ...
+    def settings(self) -> Mapping[str, Any]: ...
     def setting_rows(self) -> list[tuple[str, str]]: ...
     def put_setting(self, name: str, value: Any) -> None: ...
 
@@ -89,3 +90,25 @@ def decode_setting(context_id: str, name: str, text: str) -> Any:
         kind = _JSON_KINDS.get(type(value), type(value).__name__)
         raise damaged_setting(context_id, name, f"a JSON {kind}, not an object")
     return value
+
+
+class StoredSettings(Mapping[str, Any]):
+    """A context's settings rows, each decoded when it is read: a damaged row is a StoreError
+    for its own readers only (one calibration of a model no longer used must not make the
+    budget, the view or another model's calibration unreadable)."""
+
+    def __init__(self, context_id: str, rows: list[tuple[str, str]]) -> None:
+        self._cid = context_id
+        self._rows = dict(rows)
+        self._decoded: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._decoded:
+            self._decoded[name] = decode_setting(self._cid, name, self._rows[name])
+        return self._decoded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)

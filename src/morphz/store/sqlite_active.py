@@ -9,7 +9,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from morphz.mind.state import Edge, Frame
-from morphz.store.active_base import ActiveObservation, SessionWindow, decode_setting
+from morphz.store.active_base import (
+    ActiveObservation,
+    SessionWindow,
+    StoredSettings,
+    decode_setting,
+)
 from morphz.store.base import SessionRow
 from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
 
@@ -155,9 +160,10 @@ class SqliteActive:
             out.update((source, count) for source, count in rows)
         return out
 
-    def settings(self) -> dict[str, Any]:
-        """Every setting, decoded (a row that is not a JSON object: StoreError)."""
-        return {name: decode_setting(self.cid, name, value) for name, value in self.setting_rows()}
+    def settings(self) -> StoredSettings:
+        """Every setting, each decoded as it is read (a row that is not a JSON object: a
+        StoreError for that setting's readers)."""
+        return StoredSettings(self.cid, self.setting_rows())
 
     def setting_rows(self) -> list[tuple[str, str]]:
         """Every setting as stored: (name, JSON text)."""

@@ -31,9 +31,11 @@ _BM25 = f"bm25({{t}}, 1.0, {CONTEXT_WEIGHT})"
 # (its meta names the reply; the events_reply index finds it), the least retired if several do.
 # Other events (committed transactions, replies never delivered) have none (NULL).
 _REPLY_LIFECYCLE = (
-    "(SELECT min(ro.lifecycle) FROM events re JOIN observations ro ON ro.context_id = "
+    "(SELECT ro.lifecycle FROM events re JOIN observations ro ON ro.context_id = "
     "re.context_id AND ro.seq = re.seq WHERE re.context_id = e.context_id AND re.kind = "
-    "'agent_reply' AND json_valid(re.meta) AND json_extract(re.meta, '$.reply') = '@e' || e.seq)"
+    "'agent_reply' AND json_valid(re.meta) AND json_extract(re.meta, '$.reply') = '@e' || e.seq "
+    # the least retired of the copies: active, then retiring, then retired
+    "ORDER BY CASE ro.lifecycle WHEN 'active' THEN 0 WHEN 'retiring' THEN 1 ELSE 2 END LIMIT 1)"
 )
 _EVENT_LIFECYCLE = (
     f"coalesce(o.lifecycle, CASE WHEN e.kind = 'model_reply' THEN {_REPLY_LIFECYCLE} END)"

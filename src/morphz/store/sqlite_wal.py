@@ -32,7 +32,9 @@ class WalFile:
     """The ``-wal`` file of the store at ``store``, as the writer opened it."""
 
     def __init__(self, store: Path) -> None:
-        self.path = f"{store}-wal"  # a str: os.stat takes it without a conversion
+        # where SQLite keeps it: beside the file a symlinked store path leads to (a str:
+        # os.stat takes it without a conversion)
+        self.path = f"{os.path.realpath(store)}-wal"
         self.identity = _identity(self.path)  # the writer has just opened it (WAL mode)
 
     def replaced(self) -> bool:
