@@ -127,6 +127,11 @@ def store_path(target: str | os.PathLike[str]) -> Path:
             "throwaway store, give a file in a temporary folder (made by mktemp -d, or "
             "tempfile.mkdtemp() in Python)"
         )
+    if name.endswith(("/", os.sep)):  # a folder's name: a file would be made under it
+        raise InputError(
+            f"{text!r} names a folder: a store is a file, e.g. {name.rstrip('/' + os.sep)}"
+            f"{os.sep}morphz.db (--db / MORPHZ_DB must name the store's file)"
+        )
     try:
         return Path(name).expanduser()
     except RuntimeError as exc:  # ~user of no user, or no home folder to expand ~ to

@@ -122,6 +122,8 @@ def _remember_format(ctx: click.Context, _param: click.Parameter, value: str) ->
 def _remember_busy_timeout(
     ctx: click.Context, _param: click.Parameter, value: float | None
 ) -> None:
+    if value is not None and not value >= 0:  # NaN passes FloatRange (comparisons are false)
+        raise click.BadParameter(f"{value} is not a number of seconds from 0 on")
     if value is not None:
         ctx.meta[BUSY_KEY] = value
 

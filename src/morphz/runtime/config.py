@@ -91,8 +91,13 @@ def config_files(home: Path, project: Path) -> list[Path]:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+    try:  # utf-8-sig: a byte-order mark (an editor's "UTF-8 with BOM") is no statement
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"cannot read the configuration {path}: it is not UTF-8 ({exc.reason} at byte "
+            f"{exc.start}); save it as UTF-8"
+        ) from exc
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"cannot read the configuration {path}: {exc}") from exc
 

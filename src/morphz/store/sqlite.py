@@ -185,7 +185,10 @@ class SqliteStore:
         """The file's tables once no process writes it: a creator holds its write lock from
         the first migration to the last, so this waits for it (StoreBusyError past
         ``busy_timeout``), reads, and writes nothing."""
-        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        # SQLite takes the wait in milliseconds as an int: past about 24 days (inf too) it
+        # would read 0, no wait at all
+        wait = min(self.busy_timeout, 86_400.0)
+        conn = sqlite3.connect(self.path, timeout=wait, isolation_level=None)
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
