@@ -16,30 +16,10 @@ import pytest
 import morphz
 from morphz.errors import InputError
 from morphz.recall import search as search_module
-from morphz.recall.search import Hit, SearchPage
 from morphz.runtime.agent_tools import agent_tools
 from morphz.runtime.tools.base import ToolContext, ToolError, ToolOutcome, run_guarded
+from recalls import commit, key, keys, say
 from stores import run_sql
-
-_sessions = itertools.count(1)
-
-
-def commit(ctx: morphz.Context, *ops: str, reason: str = "routine upkeep") -> None:
-    header = f'(base-version {ctx.version}) (reason "{reason}")'
-    ctx.commit(f"(context-tx {header} " + " ".join(ops) + ")")
-
-
-def say(ctx: morphz.Context, text: str, session: str | None = None) -> str:
-    return ctx.observe("user_message", text, session=session or f"s{next(_sessions)}").ref
-
-
-def key(hit: Hit) -> str:
-    return hit.ref if hit.ref is not None else f"frame:{hit.frame_id}"
-
-
-def keys(page: SearchPage) -> list[str]:
-    return [key(h) for h in page.hits]
-
 
 # ------------------------------------------------------------------ removed relations
 

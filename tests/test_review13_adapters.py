@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import httpx2
 import pytest
 from click.testing import CliRunner
 
+from loopback import Loopback
 from morphz.interfaces.cli import main
 from morphz.runtime.models.anthropic_messages import AnthropicMessagesModel
 from morphz.runtime.models.base import ContextTooLongError, ModelRequest, ProviderError
@@ -30,7 +30,7 @@ JSON = {"Content-Type": "application/json"}
 Answer = Callable[[str, dict[str, str], dict[str, Any]], tuple[int, dict[str, str], bytes]]
 
 
-class RawServer:
+class RawServer(Loopback):
     """A loopback HTTP server answering each POST with ``answer(...)`` as given, byte for byte."""
 
     def __init__(self, answer: Answer) -> None:
@@ -55,20 +55,7 @@ class RawServer:
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def root(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self) -> RawServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture

@@ -14,28 +14,7 @@ import pytest
 
 import morphz
 from morphz.recall import search as search_module
-from morphz.recall.search import Hit, SearchPage
-
-_sessions = itertools.count(1)
-
-
-def commit(ctx: morphz.Context, *ops: str, reason: str = "routine upkeep") -> None:
-    header = f'(base-version {ctx.version}) (reason "{reason}")'
-    ctx.commit(f"(context-tx {header} " + " ".join(ops) + ")")
-
-
-def say(ctx: morphz.Context, text: str, session: str | None = None) -> str:
-    """An observation in a session of its own (no ``near`` text from a neighbour); its ref."""
-    return ctx.observe("user_message", text, session=session or f"s{next(_sessions)}").ref
-
-
-def key(hit: Hit) -> str:
-    return hit.ref if hit.ref is not None else f"frame:{hit.frame_id}"
-
-
-def keys(page: SearchPage) -> list[str]:
-    return [key(h) for h in page.hits]
-
+from recalls import commit, keys, say
 
 # ------------------------------------------------------------------ removed relations
 

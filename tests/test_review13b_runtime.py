@@ -109,3 +109,26 @@ def test_a_cut_never_separates_sara_am_from_its_consonant(word: str) -> None:
     cut = text.index(word) + len(word) - 1  # just before the vowel sign
     assert boundary(text, cut, -1) != cut
     assert boundary(text, cut, +1) != cut
+
+
+@pytest.mark.parametrize("factor", [1.0, 1.7, 0.63])
+@pytest.mark.parametrize("maintenance", [False, True])
+def test_a_derived_calibrated_floor_is_the_one_measured_calibrated(
+    factor: float, maintenance: bool
+) -> None:
+    """Floors measures each mode once, uncalibrated, and derives calibrated floors from it: the
+    figure must be what compiling the empty request with that calibration gives."""
+    from dataclasses import replace
+
+    from morphz.encoding.tokens import Calibration
+    from morphz.interfaces.cli_agent import build_tools
+    from morphz.runtime.config import Settings
+    from morphz.runtime.floor import Floors, empty_request, request_options
+
+    calibration = Calibration(factor, 3) if factor != 1.0 else Calibration()
+    options = request_options(
+        build_tools(Settings()), maintenance=maintenance, model="m", calibration=calibration
+    )
+    floors = Floors()
+    floors.get(replace(options, calibration=Calibration(2.5, 1)), maintenance)  # measured here
+    assert floors.get(options, maintenance) == empty_request(options)

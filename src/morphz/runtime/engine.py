@@ -121,7 +121,7 @@ class Engine:
         # reading and writing an entry, so concurrent ones never see half an update.
         self.answered: Answered = {}
         self.clock: Callable[[], str] = _now
-        self.measured = Floors(self.calibration, store_folder(ctx))
+        self.measured = Floors(store_folder(ctx))
 
     def options(
         self, session: str, *, batch: bool = False, maintenance: bool = False, **fields: Any

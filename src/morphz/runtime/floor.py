@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from morphz.encoding.options import EncodeOptions
-from morphz.encoding.tokens import Calibration
+from morphz.encoding.tokens import figure
 from morphz.runtime.models.sdk import PREAMBLE
 from morphz.runtime.requests import FRAMING
 from morphz.runtime.tools.base import ToolRegistry
@@ -78,21 +78,19 @@ def store_folder(ctx: Context) -> Path | None:
 
 
 class Floors:
-    """An engine's floors (work and maintenance), measured again when the calibration changed;
-    only the latest of each mode is kept (a long-lived engine's calibration changes with every
-    provider report)."""
+    """An engine's floors (work and maintenance). Each mode's is measured once, uncalibrated;
+    a calibrated floor is derived from it as the compile derives every figure (the calibration
+    applies to the counted parts, the framing is added as it is), so a calibration that changes
+    with every provider report costs no new measurement."""
 
-    def __init__(self, calibration: Calibration, near: Path | None = None) -> None:
-        self.calibration = calibration
+    def __init__(self, near: Path | None = None) -> None:
         self.near = near
-        self._known: dict[bool, tuple[float | None, int]] = {}
+        self._known: dict[bool, int] = {}  # each mode's counted parts, framing aside
 
     def get(self, options: EncodeOptions, maintenance: bool) -> int:
         """The floor of the requests ``options`` compile (the tools of ``maintenance``)."""
-        cal = self.calibration
-        factor = cal.factor if cal.samples else None
-        known = self._known.get(maintenance)
-        if known is None or known[0] != factor:
-            known = (factor, empty_request(options, self.near))
-            self._known[maintenance] = known
-        return known[1]
+        if maintenance not in self._known:
+            uncalibrated = empty_request(replace(options, calibration=None), self.near)
+            self._known[maintenance] = uncalibrated - options.framing
+        parts = self._known[maintenance]
+        return figure(parts, options.calibration, options.counter).tokens + options.framing
