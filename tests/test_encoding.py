@@ -21,7 +21,7 @@ from morphz.capacity import Budget
 from morphz.encoding import Calibration, EncodeOptions, Encoding, estimate_tokens
 from morphz.encoding.compile import PRESSURE_SLACK
 from morphz.encoding.protocol import PROTOCOL
-from morphz.encoding.tokens import wide_characters
+from morphz.graphemes import wide_characters
 from morphz.txlang import OP_NAMES, Atom, SList, Str, read_one
 from morphz.txlang.sexpr import quote
 
@@ -693,7 +693,12 @@ def test_estimate_tokens_counts_cjk_closer_to_one_token_per_character() -> None:
     assert estimate_tokens("部署在杭州") == 5
     assert estimate_tokens("ab部署") == 3
     assert estimate_tokens("⺀⿿〇𝕏") == 4  # the first wide code points, and beyond the BMP
-    assert estimate_tokens("—→✓é") == 1  # symbols and accents below U+2E80 count as narrow
+    # below U+2E80 a character that is not ASCII counts a third of a token per UTF-8 byte:
+    # three bytes each for the symbols, two for the accent: 11 bytes, 3.67 tokens
+    assert estimate_tokens("—→✓é") == 4
+    assert estimate_tokens("привет") == 4  # Cyrillic: 12 bytes
+    assert estimate_tokens("नमस्ते") == 6  # Devanagari: three bytes a character
+    assert estimate_tokens("ok привет") == 5  # 3 ASCII characters (0.75) and 12 bytes (4)
 
 
 @settings(max_examples=500)

@@ -14,19 +14,19 @@ from typing import Any, Literal
 
 from morphz.checks import check_whole
 from morphz.errors import InputError
-from morphz.graphemes import wide_characters
+from morphz.graphemes import TOKEN_UNITS, token_units
 
 EstimateKind = Literal["estimated", "calibrated", "exact"]
 
 
 def estimate_tokens(text: str) -> int:
-    """About four characters per token; a wide character (U+2E80 and above: CJK, kana, hangul,
-    emoji) is closer to one token each (a deliberate over-estimate: budgets should err on the
-    safe side)."""
+    """Four ASCII characters a token; a wide character (U+2E80 and above: CJK, kana, hangul,
+    emoji) one token; any other character a third of a token per UTF-8 byte (graphemes.
+    token_units). A deliberate over-estimate for most tokenizers: budgets should err on the
+    safe side, and calibration corrects it once a provider reports what it counted."""
     if text.isascii():
         return (len(text) + 3) // 4
-    wide = wide_characters(text)
-    return (len(text) - wide + 3) // 4 + wide
+    return -(-token_units(text) // TOKEN_UNITS)
 
 
 # The reported/estimated ratios one provider report may teach. Real tokenizers stay well inside

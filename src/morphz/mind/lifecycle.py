@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from morphz.graphemes import wide_characters
+from morphz.graphemes import ASCII_UNITS, TOKEN_UNITS, token_units
 from morphz.mind.state import Changes, Frame, MindView, ObsState, OpEffect, SessionState
 
 DEFAULT_WINDOW = 8
@@ -42,25 +42,26 @@ def estimate_tokens(chars: int) -> int:
 
 
 def frame_tokens(frame: Frame) -> int:
-    """About four characters per token, a wide character (CJK, kana, hangul, emoji) one each,
-    as the encoding's estimate counts them (encoding.tokens.estimate_tokens), computed without
-    building the text: every frame effect and the kept total count it."""
-    sources = frame.sources  # each source counts its length and one separator
-    size = len(frame.id) + len(frame.body) + sum(map(len, sources)) + len(sources) + 32
-    wide = 0
-    if not frame.body.isascii():
-        wide += wide_characters(frame.body)
-    if not frame.id.isascii():  # ids of letters: any script
-        wide += wide_characters(frame.id)
-    wide += sum(wide_characters(src) for src in sources if not src.isascii())
-    return (size - wide + 3) // 4 + wide
+    """What ``frame`` counts as the encoding's estimate counts its text (encoding.tokens.
+    estimate_tokens: four ASCII characters a token, a wide character one, another character a
+    third of a token per UTF-8 byte), computed without building the text: every frame effect
+    and the kept total count it. The id, body and sources count as they are; the framing, one
+    separator per source and ``(frame `` ... ``(body `` ``)))``, as 32 ASCII characters."""
+    sources, body, name = frame.sources, frame.body, frame.id
+    if body.isascii() and name.isascii() and all(map(str.isascii, sources)):
+        return (len(name) + len(body) + sum(map(len, sources)) + len(sources) + 35) // 4
+    units = ASCII_UNITS * (len(sources) + 32)  # each source counts one separator
+    for text in (name, body, *sources):
+        units += token_units(text)
+    return -(-units // TOKEN_UNITS)
 
 
 def edge_tokens(edge: tuple[str, str, str]) -> int:
     """What a relation counts in the mind region while its subject is in view: `` (S R O)``."""
-    size = sum(map(len, edge)) + 5
-    wide = sum(wide_characters(part) for part in edge if not part.isascii())
-    return (size - wide + 3) // 4 + wide
+    units = ASCII_UNITS * 5
+    for part in edge:
+        units += ASCII_UNITS * len(part) if part.isascii() else token_units(part)
+    return -(-units // TOKEN_UNITS)
 
 
 def in_view(frame: Frame | None) -> bool:
@@ -84,9 +85,10 @@ def retiring_marks(frame: Frame | None) -> int:
     if frame is None or frame.lifecycle != "retiring":
         return 0
     reason = (frame.reason or "")[:REASON_SHOWN]
-    wide = 0 if reason.isascii() else wide_characters(reason)
-    size = RETIRING_MARKS + len(reason) + reason.count("\\") + reason.count('"')  # quoted
-    return (size - wide + 3) // 4 + wide
+    escapes = reason.count("\\") + reason.count('"')  # quoted: each one more character
+    units = ASCII_UNITS * (RETIRING_MARKS + escapes)
+    units += ASCII_UNITS * len(reason) if reason.isascii() else token_units(reason)
+    return -(-units // TOKEN_UNITS)
 
 
 def view_tokens(frame: Frame | None) -> int:

@@ -125,6 +125,7 @@ AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
     12: _count_frame_tokens,
     13: _count_frame_tokens,
     15: _count_frame_tokens,
+    20: _count_frame_tokens,
     17: _repair_landed_schema,
     18: drop_unrecorded_builders,
 }
