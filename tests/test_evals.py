@@ -156,7 +156,9 @@ def test_the_builtin_agent_reads_context_delta_requests(
 ) -> None:
     """With --delta, requests after the first of an activation carry increments; the builtin
     agent applies them like a model would and keeps every fact."""
-    argv = ["--model", "builtin", "--quick", "--delta"]
+    # a budget with room for more than one step between level changes: at the default (8,000)
+    # the fixed part of a request (protocol, kernel, schemas) leaves about one increment
+    argv = ["--model", "builtin", "--quick", "--budget", "10000", "--delta"]
     doc = run_main(pressure_eval, argv, isolated / "p.json", capsys)
     assert doc["config"]["delta"] is True
     assert doc["prefix_reuse"]["requests_with_increments"] >= 1

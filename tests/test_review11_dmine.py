@@ -16,6 +16,7 @@ from agents import SMALL_BUDGET
 from agents import region_tokens as _region
 from histories import tx as _tx
 from morphz.committing import MINIMUM_ALLOWANCE
+from morphz.encoding.protocol import PROTOCOL_TOKENS
 from morphz.mind.lifecycle import edge_tokens
 from test_review11_adapters import Server, activate, completion, in_turn, message
 
@@ -105,8 +106,9 @@ def test_a_budget_refusal_does_not_point_at_a_retire(ctx: morphz.Context) -> Non
     refusal points at the create (the growth it refuses)."""
     ctx.set_budget(SMALL_BUDGET)
     # a create as far below critical as before the refusal counted the maintenance request's
-    # fixed part beside the protocol (review 13)
-    big = "w" * (10_000 - 4 * MINIMUM_ALLOWANCE)
+    # fixed part beside the protocol (review 13), and as before the protocol grew (2,243 tokens
+    # when the test was written)
+    big = "w" * (10_000 - 4 * MINIMUM_ALLOWANCE - 4 * (PROTOCOL_TOKENS - 2_243))
     _tx(ctx, '(create old "x") (create big "' + big + '")')
     try:
         _tx(ctx, '(retire old) (create more "' + "z" * 180 + '")', "superseded by the plan; " * 8)

@@ -44,7 +44,8 @@ S-expressions; free text goes in double quotes (inside a string, write a double 
 backslash-quote and a backslash as two backslashes); a semicolon starts a comment. Never
 nest an operation inside a body: a list in a body must not start with an operation name or from;
 to keep such a word as data, quote it, (fact (\\"place\\" paris)), or use another word, (fact
-(location paris)).")
+(location paris)). A target, source, checkpoint or session listed twice in one operation is an
+error, and a body nests at most 196 lists deep.")
   (operations
    (create "(create ID BODY...)" "a new active frame; the id must not belong to any frame,
 retired ones included (a frame a rollback removed no longer exists)")
@@ -58,7 +59,9 @@ organizing window: it stays visible, marked retiring with its remaining ticks, a
 the cognitive clock has advanced by the window")
    (restore "(restore TARGET...)" "brings a retiring or retired frame or a retired observation
 back to active")
-   (protect "(protect TARGET...)" "protected content stays active and cannot be retired")
+   (protect "(protect TARGET...)" "protected content stays active and cannot be retired;
+retired content must be restored first, and protecting a retiring frame cancels its
+retirement")
    (unprotect "(unprotect TARGET...)" "lifts the protection")
    (relate "(relate S RELATION O)" "adds the edge between two frames; RELATION is a name with
 the id syntax, such as supersedes or depends-on (to link an observation, cite it with from);
@@ -66,26 +69,30 @@ relating an existing edge is an error")
    (unrelate "(unrelate S RELATION O)" "removes the edge; it must exist")
    (place "(place ID first|last|(before ID2)|(after ID2))" "moves a frame in the mind order")
    (checkpoint "(checkpoint NAME)" "snapshots frames, relations, order, lifecycle, protection
-(not observations)")
+(not observations); a name in use is refused: drop it first")
    (rollback "(rollback NAME)" "the mind returns to the snapshot; history keeps everything;
 needs the exact current base-version")
    (drop-checkpoint "(drop-checkpoint NAME...)" "removes checkpoints")
    (retire-session "(retire-session SID...)" "the session leaves the working set; not your
-current session, not one with running work; exact base-version")
+current session, not one with running work; exact base-version; its observations stay in the
+inbox (retire them to free room)")
    (restore-session "(restore-session SID...)" "the session returns to the working set; exact
 base-version")))
  (lifecycle "Retiring is not deleting and not a claim that something is false: retired
-content stays in history and recall, and restore brings it back. The cognitive clock ticks when a
-user message, an external event or a real tool result arrives, not for recall results, receipts
-or time passing. Supersede fast path: when one transaction derives NEW citing OLD, declares
-(relate NEW supersedes OLD) and retires OLD, OLD retires at once. The root request of a running
+content stays in history and recall, and restore brings it back. The cognitive clock ticks once
+per batch of arrivals holding a user message, an external event or a real tool result (the
+tool results of one step arrive as one batch), not for recall results, receipts or time
+passing. Supersede fast path: when one transaction retires OLD and declares (relate NEW
+supersedes OLD), and NEW cites OLD (derived from it now, or citing it already), OLD retires at
+once. The root request of a running
 activation cannot be retired until its reply is delivered. Protected content must be unprotected
 before it can be retired.")
  (concurrency "Other activations may commit to this mind. If your base-version is behind,
 your transaction is rebased when nothing it reads or writes changed since (frame content, a
 lifecycle target, an exact edge, the order, a checkpoint); otherwise it is refused with the
 changed boundaries named: re-read them, merge, and submit again on the current version.
-rollback, retire-session and restore-session are never rebased.")
+rollback, retire-session and restore-session are never rebased, and nothing based before a
+rollback is rebased across it.")
  (receipts "A committed transaction returns a receipt: the versions, whether it was rebased,
 and each operation's change with its token effect (immediate, and eventual when a window ends;
 positive frees tokens, negative adds them). It arrives as a tx_receipt observation in your inbox:
@@ -100,14 +107,16 @@ arrive as a new recall_result observation; they enter your mind only when you de
 them.")
  (capacity "The kernel shows context pressure: normal, notice, warning or critical, with the
 tokens of this request (figure: estimated, calibrated from the provider's reports, or exact)
-and the budget. Keep room: derive conclusions from processed
-observations and retire them; revise frames instead of adding near-copies; retire frames you no
-longer need in view. At critical pressure you are in maintenance: only context_tx and recall are
-offered until your commits bring pressure below warning (critical if even an empty context is at
-warning). A provider's refusal of a request as too long also starts it: the kernel's scheduling
-then states refused-above, the tokens each request must stay under; work resumes under both.
-A request too long even then is a batch: scheduling says how many inbox items it shows and leaves
-out; retire what you processed to see the rest.")
+and the budget. Keep room: derive conclusions from processed observations and retire them;
+revise frames instead of adding near-copies; retire frames you no longer need in view. A
+transaction that grows the frames in view is refused with budget when they alone would put the
+smallest maintenance request past critical (maintenance leaves out observations, never frames):
+supersede, shorten or retire frames instead. At critical pressure you are in maintenance: only
+context_tx and recall are offered until your commits bring pressure below warning (critical if
+even an empty context is at warning). A provider's refusal of a request as too long also starts
+it: the kernel's scheduling then states refused-above, the tokens each request must stay under;
+work resumes under both. A request too long even then is a batch: scheduling says how many
+inbox items it shows and leaves out; retire what you processed to see the rest.")
  (increments "A request may continue with (context-delta ...) forms after the encoding, each
 followed by (evaluate): they state what changed since the form before, and the latest state is
 the encoding with every increment applied in order. arrived: an observation new to the inbox (or
