@@ -471,18 +471,21 @@ class _Run:
         return None
 
     async def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:
-        """Learn from the input tokens the provider reported, and keep it with the context so
-        the next engine (another process, a restart) starts calibrated. The texts' estimate is
-        compared with the report less the framing, which figures add uncalibrated."""
+        """Learn from the input tokens the provider reported, kept with the context so the next
+        engine (another process, a restart) starts calibrated: the sample is applied to the
+        calibration as stored, in one write (other engines of the model learn too), and this
+        engine then counts with the result. The texts' estimate is compared with the report
+        less the framing, which figures add uncalibrated."""
         if response.usage is not None:
             texts = [PREAMBLE, request.encoding, *(t.text for t in request.tools)]
             estimated = sum(estimate_tokens(text) for text in texts)
             turns = len(request.layout.turns) if request.layout is not None else 0
             framing = FRAMING + MESSAGE_TOKENS * turns  # the seed's message is in FRAMING
-            self.e.calibration.update(estimated, response.usage.input_tokens - framing)
-            await asyncio.to_thread(
-                self.e.ctx.save_calibration, self.e.model.name, self.e.calibration
+            reported = max(0, response.usage.input_tokens - framing)  # 0: nothing to learn
+            stored = await asyncio.to_thread(
+                self.e.ctx.calibrate, self.e.model.name, estimated, reported
             )
+            self.e.calibration.follow(stored)
 
     # -- one response
 
