@@ -5,6 +5,7 @@ database whether its file is sound (damage the replay never reads, such as the r
 from __future__ import annotations
 
 import gc
+import shlex
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -322,6 +323,25 @@ def _compare_recall(state: MindState, r: ReadTxn, out: _Report) -> None:
         )
 
 
+def _note_leftovers(r: ReadTxn, out: _Report) -> None:
+    """A warning (no difference: the index and the mind are sound) for each table a recall
+    rebuild of this context left when its process died, or whose process runs on another host,
+    with the command that drops it. A rebuild this host sees running is no finding."""
+    clean = f"morphz context recall-index clean {shlex.quote(r.row.context_id)}"
+    for b in r.recall.building():
+        if b.owner_alive is True:
+            continue
+        left = f"recall index: the table {b.table} ({b.documents} documents) of a rebuild "
+        if b.owner_alive is False:
+            said = f"{left}whose process ({b.owner.describe()}) died is left unused: run `{clean}`"
+        else:
+            said = (
+                f"{left}by {b.owner.describe()}, which cannot be told alive from this host, is "
+                f"not swapped in: if no rebuild runs there, run `{clean}` on {b.owner.host}"
+            )
+        out.report.warnings.append(said + " to drop it (the live index is not affected)")
+
+
 def _check_settings(r: ReadTxn, out: _Report) -> None:
     """Every stored setting (budget, view, calibrations) reads as its type: a damaged one would
     fail every encoding and status of the context (runtime state, not replayed from the log)."""
@@ -400,5 +420,6 @@ def _replay(
             progress(report.events, total)
         _compare_rows(state, r, out)
         _check_settings(r, out)
+        _note_leftovers(r, out)
         report.stored_head = r.row.head
         report.replayed_head = state.head

@@ -18,6 +18,7 @@ from typing import IO, TYPE_CHECKING, Any
 from morphz import activating, committing
 from morphz import events as ev
 from morphz import observe as appending
+from morphz import stored_settings as stored
 from morphz.capacity import Budget
 from morphz.checks import check_id, check_whole, check_window, parse_ref
 from morphz.errors import InputError, RecordNotFoundError
@@ -253,6 +254,14 @@ class Context:
         appending.check_setting(calibration, "calibration")
         with self.db.store.write(self.id) as w:
             w.active.put_setting(name, calibration.to_dict())
+
+    def calibrate(self, model: str, estimated: int, reported: int) -> Calibration:
+        """Teach ``model``'s stored calibration one provider report (the estimate of what a
+        request sent, the input tokens reported for it), in one write: the sample is applied to
+        what is stored, so other engines' samples meanwhile stand. Returns what is stored."""
+        sample = stored.calibration_sample(model, estimated, reported)  # checked first
+        with self.db.store.write(self.id) as w:
+            return stored.learn_calibration(w, sample)
 
     @property
     def recall(self) -> Recall:

@@ -169,6 +169,9 @@ class AuditReport:
     stored_head: str = ""
     replayed_head: str = ""
     differences: list[str] = field(default_factory=list)
+    # findings that are no difference of the mind (the replay still equals the store), each
+    # with what to do: the tables killed recall rebuilds left
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -183,4 +186,5 @@ class AuditReport:
             "stored_head": self.stored_head,
             "replayed_head": self.replayed_head,
             "differences": self.differences,
+            "warnings": self.warnings,
         }

@@ -7,11 +7,16 @@ reports such rows (:func:`problem`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from morphz.checks import check_whole
 from morphz.errors import InputError, StoreError
 from morphz.store.active_base import damaged_setting as damaged
 from morphz.store.active_base import decode_setting as decode
+
+if TYPE_CHECKING:
+    from morphz.encoding.tokens import Calibration
+    from morphz.store.base import WriteTxn
 
 T = TypeVar("T")
 
@@ -51,3 +56,27 @@ def problem(
     except StoreError as exc:
         return exc.message
     return None
+
+
+def calibration_sample(model: object, estimated: object, reported: object) -> tuple[str, int, int]:
+    """A provider report for ``model``'s calibration, checked: its setting's name, the
+    estimated tokens of what a request sent and the tokens reported (whole numbers, at least 0:
+    a report of 0 teaches nothing)."""
+    name = calibration_name(model)
+    estimated = check_whole(estimated, "a calibration's estimated tokens", 0)
+    return name, estimated, check_whole(reported, "a calibration's reported tokens", 0)
+
+
+def learn_calibration(w: WriteTxn, sample: tuple[str, int, int]) -> Calibration:
+    """The calibration as stored, with one provider report (:func:`calibration_sample`)
+    applied and written back, inside the write ``w``: what other engines of the model stored
+    meanwhile (other processes) is read there, so their samples stand. Returns the calibration
+    stored."""
+    from morphz.encoding.tokens import Calibration
+
+    name, estimated, reported = sample
+    data = w.active.settings().get(name)
+    calibration = read_setting(w.row.context_id, name, data, Calibration.from_dict) or Calibration()
+    if calibration.update(estimated, reported):
+        w.active.put_setting(name, calibration.to_dict())
+    return calibration

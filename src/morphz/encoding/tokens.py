@@ -67,9 +67,11 @@ class Calibration:
         if not 0 < self.alpha <= 1:
             raise InputError(f"a calibration's alpha is above 0 and at most 1, not {self.alpha!r}")
 
-    def update(self, estimated: int, reported: int) -> None:
+    def update(self, estimated: int, reported: int) -> bool:
+        """Learn one sample: ``reported`` tokens for what was estimated as ``estimated``; False
+        (nothing learnt) when either is not positive."""
         if estimated <= 0 or reported <= 0:
-            return
+            return False
         try:
             ratio = _bounded(reported / estimated)
         except OverflowError:  # a figure too large for a float: far above the bounds
@@ -78,6 +80,12 @@ class Calibration:
             ratio if self.samples == 0 else (1 - self.alpha) * self.factor + self.alpha * ratio
         )
         self.samples += 1
+        return True
+
+    def follow(self, other: Calibration) -> None:
+        """Become ``other`` (what the store holds now), in place: every holder of this object
+        (an engine's options, its tools' context) counts with it."""
+        self.factor, self.samples, self.alpha = other.factor, other.samples, other.alpha
 
     def apply(self, estimate: int) -> int:
         return round(estimate * self.factor) if self.samples else estimate

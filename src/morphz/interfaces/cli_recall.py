@@ -1,5 +1,5 @@
 """The recall commands of the ``morphz`` command line: ``context recall search|read|frame``,
-``context recall-index inspect|rebuild`` and ``context import``.
+``context recall-index inspect|rebuild|clean`` and ``context import``.
 
 They follow the conventions of :mod:`morphz.interfaces.cli` (``--db``/``MORPHZ_DB``, an optional
 ``CTX``, ``--format json|text``, errors mapped once by ``MorphzGroup``) and are registered onto
@@ -240,7 +240,8 @@ def frame_command(
 
 @context_group.group("recall-index")
 def recall_index_group() -> None:
-    """Inspect or rebuild the recall index (derived data; events and mind are never touched)."""
+    """Inspect, rebuild or clean the recall index (derived data; events and mind are never
+    touched)."""
 
 
 @recall_index_group.command("inspect")
@@ -252,6 +253,19 @@ def index_inspect_command(*, context_id: str, db_path: str, fmt: str) -> None:
     with open_context(db_path, context_id) as ctx:
         report = ctx.recall_index.inspect()
     emit(fmt, report.to_dict(), lambda: render.index_report(report))
+
+
+@recall_index_group.command("clean")
+@context_argument
+@db_option
+@format_option
+def index_clean_command(*, context_id: str, db_path: str, fmt: str) -> None:
+    """Drop the tables CTX's recall rebuilds left when their process died, without rebuilding.
+
+    A table whose rebuild still runs, or runs on another host, is kept (and listed)."""
+    with open_context(db_path, context_id) as ctx:
+        report = ctx.recall_index.clean()
+    emit(fmt, report.to_dict(), lambda: render.clean_report(report))
 
 
 @recall_index_group.command("rebuild")

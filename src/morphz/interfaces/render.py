@@ -7,6 +7,7 @@ does not come through here: it is the values' own ``to_dict()``.
 from __future__ import annotations
 
 import json
+import shlex
 import textwrap
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -18,12 +19,13 @@ from morphz.errors import MorphzError, TxError
 from morphz.events import Event
 from morphz.graphemes import boundary
 from morphz.observe import ImportReport
-from morphz.recall.api import IndexReport
+from morphz.recall.api import CleanReport, IndexReport
 from morphz.recall.read import ReadPage
 from morphz.recall.search import SearchPage
 from morphz.recall.traverse import Link, Node, TraversalPage
 from morphz.results import AuditReport, FrameView, Mind, Receipt, Status
 from morphz.runtime.report import RequestStats
+from morphz.store.recall_base import BuildingTable
 
 NONE = "(none)"
 MAX_CELL = 60
@@ -325,6 +327,9 @@ def audit(report: AuditReport) -> str:
         f"replayed head {report.replayed_head}",
     ]
     lines.extend(f"  - {d}" for d in report.differences)
+    if report.warnings:
+        lines.append(f"warnings ({len(report.warnings)}, not differences):")
+        lines.extend(f"  ! {w}" for w in report.warnings)
     return "\n".join(lines)
 
 
@@ -458,8 +463,27 @@ def index_report(report: IndexReport) -> str:
             ("last event", report.last_event),
             ("last indexed event", report.indexed_through),
             ("current", current),
+            *(("building", f"{b.table}: {_building(b, report.context)}") for b in report.building),
         ]
     )
+
+
+def _building(table: BuildingTable, context: str) -> str:
+    """A building table's owner and what to do about it (nothing while its rebuild runs)."""
+    clean = f"morphz context recall-index clean {shlex.quote(context)}"
+    owner = table.owner.describe()
+    if table.owner_alive is True:
+        return f"{table.documents} documents, a rebuild running ({owner})"
+    if table.owner_alive is False:
+        return f"{table.documents} documents, left by a dead rebuild ({owner}): run `{clean}`"
+    return f"{table.documents} documents, {owner}: alive or dead cannot be told from this host"
+
+
+def clean_report(report: CleanReport) -> str:
+    dropped = ", ".join(report.dropped) or "no table: no rebuild of it died"
+    lines = [f"dropped from the recall index of {report.context}: {dropped}"]
+    lines.extend(f"kept {b.table}: {_building(b, report.context)}" for b in report.kept)
+    return "\n".join(lines)
 
 
 def import_report(report: ImportReport) -> str:

@@ -26,6 +26,7 @@ from morphz.recall.traverse import Direction, TraversalPage, traverse
 
 if TYPE_CHECKING:
     from morphz.contextdb import Context
+    from morphz.store.recall_base import BuildingTable
 
 CURSOR_KEY = "cursor-key"
 REBUILD_BATCH = 5000
@@ -199,6 +200,8 @@ class IndexReport:
     last_event: int
     indexed_through: int
     current: bool
+    # the tables of rebuilds never swapped in: running, or left by a process that died
+    building: tuple[BuildingTable, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -211,6 +214,24 @@ class IndexReport:
             "last_event": self.last_event,
             "last_indexed_event": self.indexed_through,
             "current": self.current,
+            "building": [b.to_dict() for b in self.building],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CleanReport:
+    """What ``recall-index clean`` did: the leftover tables it dropped (their rebuild's process
+    provably died) and the building tables it kept (a rebuild running, or one on another host)."""
+
+    context: str
+    dropped: tuple[str, ...]
+    kept: tuple[BuildingTable, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "context": self.context,
+            "dropped": list(self.dropped),
+            "kept": [b.to_dict() for b in self.kept],
         }
 
 
@@ -221,12 +242,16 @@ class RecallIndex:
         self.ctx = ctx
 
     def inspect(self) -> IndexReport:
+        """The index's documents and whether it is current, and the building tables of this
+        context's rebuilds (running, or left by a process that died: :meth:`clean`)."""
         with self.ctx.db.store.read(self.ctx.id) as r:
             stats = r.recall.stats()
             frames = sum(r.frame_counts()[k] for k in ("active", "retiring", "retired"))
             last = r.row.last_seq
+            building = tuple(r.recall.building())
             if stats is None:
-                return IndexReport(self.ctx.id, None, {}, 0, 0, frames, last, 0, last == 0)
+                empty = last == 0
+                return IndexReport(self.ctx.id, None, {}, 0, 0, frames, last, 0, empty, building)
             current = stats.indexed_seq == last and stats.frame_docs == frames
             return IndexReport(
                 self.ctx.id,
@@ -238,7 +263,17 @@ class RecallIndex:
                 last,
                 stats.indexed_seq,
                 current,
+                building,
             )
+
+    def clean(self) -> CleanReport:
+        """Drop the tables this context's rebuilds left when their process died (SIGKILL, the
+        OOM killer, a reboot), in one write, without rebuilding; a table whose rebuild still
+        runs, or runs on another host (which cannot be told dead from here), is kept."""
+        with self.ctx.db.store.write(self.ctx.id) as w:
+            dropped = tuple(w.recall.drop_dead_building())
+            kept = tuple(w.recall.building())
+        return CleanReport(self.ctx.id, dropped, kept)
 
     def documents(self) -> list[tuple[str, str, str]]:
         """Every indexed document as (key, body tokens, near tokens), sorted by key."""

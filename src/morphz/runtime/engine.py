@@ -31,7 +31,6 @@ the rebase rules.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -59,8 +58,8 @@ from morphz.runtime.models.base import (
     ModelResponse,
     ProviderError,
 )
-from morphz.runtime.models.retry import BACKOFF, refused_share
 from morphz.runtime.models.sdk import PREAMBLE
+from morphz.runtime.refusals import Refusals
 from morphz.runtime.replies import cut_kind, stop_note
 from morphz.runtime.requests import FRAMING, MESSAGE_TOKENS, Answered, RequestSequence
 from morphz.runtime.run_config import Approver, RuntimeConfig, check_run
@@ -253,8 +252,7 @@ class _Run:
         self.objective = objective
         self.maintenance = False
         self.floor = floors[0]  # the work request's on an empty context: when work resumes
-        self.ceiling: int | None = None  # a request figure the provider refuses from (too long)
-        self._refusal = ""  # what it said
+        self.refusals = Refusals()  # what too-long refusals taught (a ceiling)
         self.result = ActivationResult(activation, session, "running", None, 0)
         self._pending_failure = "even the minimum maintenance request does not fit"
         self.active_observations = 0  # in the context, when the last batch was chosen
@@ -281,7 +279,6 @@ class _Run:
 
     async def loop(self) -> None:
         config = self.e.config
-        refused: list[dict[str, object]] = []  # requests refused as too long since the last answer
         for step in range(config.step_limit):
             self.result.steps = step + 1
             request = await self._request()
@@ -292,16 +289,11 @@ class _Run:
             sent: dict[str, object] = {**self.e.measure(request)}
             if config.delta:
                 sent["delta"] = self.requests.kind
-            measured = dict(sent)  # what the report counts of this request if it is refused
-            if refused:  # recorded with the reply that follows them: they left no event
-                sent |= {"refused": len(refused), "refused_sent": refused}
-                sent |= {"ceiling": self.ceiling, "said": self._refusal}
             try:
                 response = await self.e.model.request(request)
             except ContextTooLongError as exc:
-                refused = [*refused, measured]
                 piled = self.requests.kind == "increment"
-                self._refused(request, valid_text(exc.message[:1000]), piled)
+                self._refused(request, valid_text(exc.message[:1000]), piled, sent)
                 if piled:  # first a fresh seed, still working: the increments piled up
                     self.requests.restart("too-long")
                 else:
@@ -312,32 +304,29 @@ class _Run:
                 await self.finish("failed", f"model provider error ({exc.code}): {said}")
                 return
             self.requests.answered(request)
-            refused = []
+            sent = self.refusals.answered(sent)  # those refused before: they left no event
             await self._calibrate(request, response)
             if await self._handle(response, sent):
                 return
         await self.finish("failed", f"the step limit ({config.step_limit}) was reached")
 
-    def _refused(self, request: ModelRequest, said: str, piled: bool) -> None:
-        """Learn from a too-long refusal of ``request``: from now on this activation keeps its
-        requests below the share of it the provider said it would take, whatever the figures
-        say; each refusal lowers the ceiling again. Without numbers in what it said: a quarter
-        less, or for ``piled`` increments just less (the fresh seed is smaller anyway)."""
+    def _refused(
+        self, request: ModelRequest, said: str, piled: bool, sent: dict[str, object]
+    ) -> None:
+        """Learn from a too-long refusal of ``request`` (``sent``, as measured): from now on
+        this activation keeps its requests below the share of it the provider said it would
+        take (:mod:`morphz.runtime.refusals`)."""
         figure = self.e.sent_tokens(request.encoding, [t.text for t in request.tools])
-        share = refused_share(said, (figure - 1) / figure if piled else BACKOFF)
-        ceiling = max(1, math.floor(figure * share))
-        self.ceiling = ceiling if self.ceiling is None else min(self.ceiling, ceiling)
-        self._refusal = said
+        self.refusals.learn(figure, said, piled, dict(sent))
 
     def _limit(self, encoding: Encoding) -> int:
         """The most tokens a request may have: the hard limit, or lower after a refusal."""
-        hard = encoding.pressure.budget.hard
-        return hard if self.ceiling is None else min(hard, self.ceiling)
+        return self.refusals.limit(encoding.pressure.budget.hard)
 
     def _over_ceiling(self, text: str) -> bool:
         """Whether sending ``text`` (with this mode's tools) is above what a provider refused."""
         schemas = [t.schema.text for t in self.e.tools.offered(self.maintenance)]
-        return self.ceiling is not None and self.e.sent_tokens(text, schemas) > self.ceiling
+        return self.refusals.above(lambda: self.e.sent_tokens(text, schemas))
 
     async def _fits(self, encoding: Encoding) -> bool:
         """Whether ``encoding`` may be sent whole: what it sends within the hard limit and, after
@@ -351,7 +340,7 @@ class _Run:
             sent = await self._encode(True, as_sent=True)
             if sent.tokens > sent.pressure.budget.hard:
                 return False
-        if self.ceiling is None or encoding.tokens <= self.ceiling:
+        if not self.refusals.above(lambda: encoding.tokens):
             return True
         return not self._over_ceiling(encoding.text)
 
@@ -419,9 +408,7 @@ class _Run:
         """The kernel's scheduling facts: the mode, after a too-long refusal the tokens a
         request must stay under, and in a batch how many of the active observations its inbox
         shows (the protocol's capacity entry)."""
-        facts = {"mode": "maintenance" if maintenance else "work"}
-        if self.ceiling is not None:
-            facts["refused-above"] = str(self.ceiling)
+        facts = {"mode": "maintenance" if maintenance else "work", **self.refusals.facts()}
         if only is not None:
             total = self.active_observations
             facts["batch"] = f"{len(only)} of {total} shown, {total - len(only)} left out"
@@ -465,24 +452,27 @@ class _Run:
             floor = select_batch([], minimum.tokens, hard, set())  # the minimum, as compiled
             if floor.fits:
                 return must, minimum
-            refusal = None if self.ceiling is None else self._refusal
+            refusal = None if self.refusals.ceiling is None else self.refusals.said
             reason = batches.floor_reason(floor, minimum, self.e.config.budget_keys, refusal)
         self._pending_failure = reason
         return None
 
     async def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:
-        """Learn from the input tokens the provider reported, and keep it with the context so
-        the next engine (another process, a restart) starts calibrated. The texts' estimate is
-        compared with the report less the framing, which figures add uncalibrated."""
+        """Learn from the input tokens the provider reported, kept with the context so the next
+        engine (another process, a restart) starts calibrated: the sample is applied to the
+        calibration as stored, in one write (other engines of the model learn too), and this
+        engine then counts with the result. The texts' estimate is compared with the report
+        less the framing, which figures add uncalibrated."""
         if response.usage is not None:
             texts = [PREAMBLE, request.encoding, *(t.text for t in request.tools)]
             estimated = sum(estimate_tokens(text) for text in texts)
             turns = len(request.layout.turns) if request.layout is not None else 0
             framing = FRAMING + MESSAGE_TOKENS * turns  # the seed's message is in FRAMING
-            self.e.calibration.update(estimated, response.usage.input_tokens - framing)
-            await asyncio.to_thread(
-                self.e.ctx.save_calibration, self.e.model.name, self.e.calibration
+            reported = max(0, response.usage.input_tokens - framing)  # 0: nothing to learn
+            stored = await asyncio.to_thread(
+                self.e.ctx.calibrate, self.e.model.name, estimated, reported
             )
+            self.e.calibration.follow(stored)
 
     # -- one response
 

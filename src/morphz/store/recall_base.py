@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+from morphz.owners import Owner
 from morphz.recall.documents import EventDoc, FrameDoc
 
 
@@ -64,6 +65,26 @@ class FrameRow:
 
 
 @dataclass(frozen=True, slots=True)
+class BuildingTable:
+    """A recall rebuild's table that was never swapped in: its owner (the process filling
+    it), whether that process lives (True), provably died (False: the table is a leftover) or
+    cannot be told (None: another host), and how many documents it holds."""
+
+    table: str
+    owner: Owner
+    owner_alive: bool | None
+    documents: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "owner": self.owner.to_dict(),
+            "owner_alive": self.owner_alive,
+            "documents": self.documents,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class IndexStats:
     fts_table: str
     indexed_seq: int
@@ -99,6 +120,8 @@ class RecallStore(Protocol):
     def frame_doc_counts(self) -> tuple[int, int]: ...
     def begin_rebuild(self) -> str: ...
     def drop_building(self, building: str) -> None: ...
+    def building(self) -> list[BuildingTable]: ...
+    def drop_dead_building(self) -> list[str]: ...
     def add_to(self, table: str, docs: Iterable[EventDoc]) -> None: ...
     def finish_rebuild(self, building: str, frames: list[FrameDoc], indexed_seq: int) -> None: ...
     def documents(self) -> Iterator[tuple[str, str, str]]: ...

@@ -5,7 +5,9 @@ SIGKILL, the OOM killer, a reboot) and never one that a live process still fills
 A building table is ``<the live table>_rebuild_<random>`` (``SqliteRecall.begin_rebuild``); its
 owner is recorded in the transaction that creates it and forgotten in the one that swaps it in or
 drops it. Liveness is :func:`morphz.owners.owner_alive`'s: a rebuild run on another host (a store
-on a shared file system) cannot be told dead, and its table stays.
+on a shared file system) cannot be told dead, and its table stays. ``recall-index inspect`` and
+the audit report a context's building tables (:func:`building_tables`), and ``recall-index
+clean`` drops the dead ones of one context without a rebuild.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import sqlite3
 
 from morphz.owners import Owner, current_owner, owner_alive
+from morphz.store.recall_base import BuildingTable
 
 REBUILD_INFIX = "_rebuild_"
 
@@ -31,11 +34,35 @@ def forget_builder(conn: sqlite3.Connection, table: str) -> None:
     conn.execute("DELETE FROM recall_builders WHERE fts_table = ?", (table,))
 
 
-def drop_dead_builders(conn: sqlite3.Connection) -> list[str]:
-    """Drop the building tables (of any context) whose rebuild's process provably died; the
-    tables dropped. Runs inside the caller's write transaction."""
-    rows = conn.execute("SELECT fts_table, host, pid, started FROM recall_builders").fetchall()
-    dead = [table for table, *owner in rows if owner_alive(Owner(*owner)) is False]
+def _owners(conn: sqlite3.Connection, context_id: str | None) -> list[tuple[str, Owner]]:
+    """The building tables recorded (of ``context_id``, or of every context for None) and their
+    owners, by table name."""
+    sql = "SELECT fts_table, host, pid, started FROM recall_builders"
+    if context_id is None:
+        rows = conn.execute(f"{sql} ORDER BY fts_table").fetchall()
+    else:
+        where = f"{sql} WHERE context_id = ? ORDER BY fts_table"
+        rows = conn.execute(where, (context_id,)).fetchall()
+    return [(table, Owner(*owner)) for table, *owner in rows]
+
+
+def building_tables(conn: sqlite3.Connection, context_id: str) -> list[BuildingTable]:
+    """The building tables of ``context_id``'s rebuilds, each with its owner, whether that
+    process lives, and its documents (a count over the table: a leftover can be a whole
+    index)."""
+    found = []
+    for table, owner in _owners(conn, context_id):
+        documents = conn.execute(f"SELECT count(*) FROM {_checked(table)}").fetchone()[0]
+        found.append(BuildingTable(table, owner, owner_alive(owner), int(documents)))
+    return found
+
+
+def drop_dead_builders(conn: sqlite3.Connection, context_id: str | None = None) -> list[str]:
+    """Drop the building tables (of ``context_id``, or of any context for None) whose
+    rebuild's process provably died; the tables dropped. Runs inside the caller's write
+    transaction."""
+    rows = _owners(conn, context_id)
+    dead = [table for table, owner in rows if owner_alive(owner) is False]
     for table in dead:
         drop_building_table(conn, table)
     return dead
@@ -43,10 +70,15 @@ def drop_dead_builders(conn: sqlite3.Connection) -> list[str]:
 
 def drop_building_table(conn: sqlite3.Connection, table: str) -> None:
     """Drop the building table ``table`` (its FTS5 shadow tables go with it) and its owner."""
+    conn.execute(f"DROP TABLE IF EXISTS {_checked(table)}")
+    forget_builder(conn, table)
+
+
+def _checked(table: str) -> str:
+    """``table``, once it is known to name a building table (it is put into SQL text)."""
     if REBUILD_INFIX not in table or not table.replace("_", "").isalnum():
         raise ValueError(f"{table!r} is not a recall index's building table")
-    conn.execute(f"DROP TABLE IF EXISTS {table}")
-    forget_builder(conn, table)
+    return table
 
 
 def drop_unrecorded_builders(conn: sqlite3.Connection) -> None:

@@ -16,9 +16,10 @@ from collections.abc import Iterable, Iterator
 
 from morphz.recall.documents import EventDoc, FrameDoc
 from morphz.recall.tokenize import CONTEXT_WEIGHT, FTS5_TOKENIZER, is_in_body
-from morphz.store.recall_base import EventRow, Filters, FrameRow, IndexStats, Pin
+from morphz.store.recall_base import BuildingTable, EventRow, Filters, FrameRow, IndexStats, Pin
 from morphz.store.sqlite_builders import (
     REBUILD_INFIX,
+    building_tables,
     drop_building_table,
     drop_dead_builders,
     forget_builder,
@@ -432,6 +433,14 @@ class SqliteRecall:
         """Drop a building table begin_rebuild created (a rebuild that did not finish)."""
         if building.startswith(f"{self.table()}{REBUILD_INFIX}"):
             drop_building_table(self.conn, building)
+
+    def building(self) -> list[BuildingTable]:
+        """This context's building tables: rebuilds running, and the leftovers of dead ones."""
+        return building_tables(self.conn, self.cid)
+
+    def drop_dead_building(self) -> list[str]:
+        """Drop this context's building tables whose rebuild's process provably died."""
+        return drop_dead_builders(self.conn, self.cid)
 
     def add_to(self, table: str, docs: Iterable[EventDoc]) -> None:
         self.conn.executemany(

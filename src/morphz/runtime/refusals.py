@@ -1,0 +1,58 @@
+"""What an activation learns from a provider's too-long refusals (DESIGN §10): the ceiling its
+requests are then kept below, whatever the figures say, what the provider said, and the requests
+refused since the last answer, which left no event and are recorded with the reply that follows.
+
+Each refusal lowers the ceiling to the share of the refused request's figure the provider said it
+would take (:func:`morphz.runtime.models.retry.refused_share`); without numbers in what it said,
+a quarter less, or for piled-up ContextDelta increments just less (a fresh seed is smaller
+anyway)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from morphz.runtime.models.retry import BACKOFF, refused_share
+
+
+class Refusals:
+    """One activation's too-long refusals."""
+
+    def __init__(self) -> None:
+        self.ceiling: int | None = None  # a request figure the provider refuses from
+        self.said = ""  # what it said the last time
+        self._unanswered: list[dict[str, object]] = []  # refused since the last answer
+
+    def learn(self, figure: int, said: str, piled: bool, measured: dict[str, object]) -> None:
+        """A request whose figure was ``figure`` (``measured`` as it was sent) was refused as
+        too long with ``said``: keep later requests below the share of it the provider would
+        take; ``piled``: it was an increment of a ContextDelta sequence."""
+        share = refused_share(said, (figure - 1) / figure if piled else BACKOFF)
+        ceiling = max(1, math.floor(figure * share))
+        self.ceiling = ceiling if self.ceiling is None else min(self.ceiling, ceiling)
+        self.said = said
+        self._unanswered.append(measured)
+
+    def answered(self, sent: dict[str, object]) -> dict[str, object]:
+        """``sent`` (what an answered request's reply records of it) with the requests refused
+        before it, the ceiling and what the provider said; none are unanswered from now on."""
+        if not self._unanswered:
+            return sent
+        refused, self._unanswered = self._unanswered, []
+        return {**sent, "refused": len(refused), "refused_sent": refused} | {
+            "ceiling": self.ceiling,
+            "said": self.said,
+        }
+
+    def limit(self, hard: int) -> int:
+        """The most tokens a request may have: the hard limit, or lower after a refusal."""
+        return hard if self.ceiling is None else min(hard, self.ceiling)
+
+    def above(self, figure: Callable[[], int]) -> bool:
+        """Whether a request whose figure is ``figure()`` (counted only after a refusal) is above
+        what a provider refused."""
+        return self.ceiling is not None and figure() > self.ceiling
+
+    def facts(self) -> dict[str, str]:
+        """The kernel's scheduling fact after a refusal: the tokens a request must stay under."""
+        return {} if self.ceiling is None else {"refused-above": str(self.ceiling)}
