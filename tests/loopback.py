@@ -76,13 +76,13 @@ class Loopback:
 
 
 class Server(Loopback):
-    """Answers each POST with ``answer(request)`` (a JSON object, or None for "no more answers":
-    HTTP 500); keeps every request it was sent."""
+    """Answers each POST with ``answer(request)`` (a JSON object, bytes sent as they are, or None
+    for "no more answers": HTTP 500); keeps every request it was sent."""
 
     def __init__(
         self,
-        answer: Callable[[Request], dict[str, Any] | None],
-        status: Callable[[dict[str, Any]], int] = lambda _answer: 200,
+        answer: Callable[[Request], dict[str, Any] | bytes | None],
+        status: Callable[[Any], int] = lambda _answer: 200,
     ) -> None:
         """``status``: the HTTP status to send with an answer (200 unless it says otherwise)."""
         self.requests: list[Request] = []
@@ -100,8 +100,8 @@ class Server(Loopback):
                     return
                 self._send(status(data), data)
 
-            def _send(self, status: int, data: dict[str, Any]) -> None:
-                raw = json.dumps(data).encode()
+            def _send(self, status: int, data: dict[str, Any] | bytes) -> None:
+                raw = data if isinstance(data, bytes) else json.dumps(data).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))

@@ -38,6 +38,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+import httpx2
+
 from morphz.errors import InputError
 from morphz.runtime.models.base import (
     BadResponseError,
@@ -95,11 +97,14 @@ class AnthropicMessagesModel(SdkAdapter):
         # the SDK adds the headers ANTHROPIC_CUSTOM_HEADERS lists; we give it none of our own
         client._custom_headers = {}
 
+    def _is_error(self, data: dict[str, Any]) -> bool:
+        return data.get("type") == "error"
+
     async def request(self, request: ModelRequest) -> ModelResponse:
         messages = anthropic_messages(request, self.prompt_cache)
         tools = anthropic_tools(request.tools)
 
-        async def send() -> bytes:
+        async def send() -> httpx2.Response:
             create = self._client.messages.with_raw_response.create
             raw = await create(
                 model=self.model,
@@ -111,9 +116,9 @@ class AnthropicMessagesModel(SdkAdapter):
                 # refuse, before sending, an output budget it reckons could take over ten minutes
                 timeout=TIMEOUT,
             )
-            return bytes(raw.http_response.content)
+            return cast("httpx2.Response", raw.http_response)
 
-        return parse_message(await self._call(send))
+        return await self._call(send, parse_message)
 
 
 # -- request
@@ -189,8 +194,6 @@ CUT_STOPS = ("max_tokens", "model_context_window_exceeded")
 
 
 def parse_message(data: dict[str, Any]) -> ModelResponse:
-    if data.get("type") == "error":
-        raise BadResponseError(f"the Anthropic response is an error: {data.get('error')}")
     content = data.get("content")
     if not isinstance(content, list):
         raise BadResponseError("the Anthropic response has no content list")

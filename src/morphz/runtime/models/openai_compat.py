@@ -34,8 +34,9 @@ Response mapping: ``choices[0].message.content`` → text; ``message.tool_calls`
 broken JSON to the agent); ``usage.prompt_tokens`` / ``completion_tokens`` /
 ``prompt_tokens_details.cached_tokens`` → Usage; the whole JSON body → ``raw``. The body is
 read as JSON here (not through the SDK's lenient models) so a malformed one is a
-:class:`BadResponseError`. Errors are translated in :meth:`OpenAIChatModel._translate` and
-retried by :mod:`morphz.runtime.models.retry`.
+:class:`BadResponseError`. A body with an ``error`` and no choices is an error, whatever the
+HTTP status (some proxies and local servers answer 200). Errors are translated in
+:meth:`SdkAdapter._translate` and retried by :mod:`morphz.runtime.models.retry`.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any, cast
 
+import httpx2
 import openai
 
 from morphz.errors import InputError
@@ -86,10 +88,14 @@ class OpenAIChatModel(SdkAdapter):
         # the SDK fills these from OPENAI_ORG_ID and OPENAI_PROJECT_ID and sends them as headers
         client.organization = client.project = None
 
+    def _is_error(self, data: dict[str, Any]) -> bool:
+        # an error and no answer beside it ("error": null next to the choices is an answer)
+        return bool(data.get("error")) and not data.get("choices")
+
     async def request(self, request: ModelRequest) -> ModelResponse:
         messages = chat_messages(request, merge_turns=self.turns_merged)
         try:
-            body = await self._send(request, messages)
+            return await self._send(request, messages)
         except ProviderError as exc:
             if refuses_max_tokens(exc, self.output_param):
                 self.output_param = "max_completion_tokens"
@@ -97,13 +103,12 @@ class OpenAIChatModel(SdkAdapter):
             if not refuses_consecutive_turns(exc, messages):
                 raise
             self.turns_merged = True
-            body = await self._send(request, chat_messages(request, merge_turns=True))
-        return parse_completion(body)
+            return await self._send(request, chat_messages(request, merge_turns=True))
 
-    async def _send(self, request: ModelRequest, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    async def _send(self, request: ModelRequest, messages: list[dict[str, Any]]) -> ModelResponse:
         tools = chat_tools(request.tools)
 
-        async def send() -> bytes:
+        async def send() -> httpx2.Response:
             create = self._client.chat.completions.with_raw_response.create
             raw = await create(
                 model=self.model,
@@ -111,9 +116,9 @@ class OpenAIChatModel(SdkAdapter):
                 tools=cast("list[ChatCompletionToolUnionParam]", tools) if tools else openai.omit,
                 **{self.output_param: self.output_tokens(request)},
             )
-            return bytes(raw.http_response.content)
+            return cast("httpx2.Response", raw.http_response)
 
-        return await self._call(send)
+        return await self._call(send, parse_completion)
 
 
 # -- request
@@ -189,8 +194,7 @@ def chat_tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
 def parse_completion(data: dict[str, Any]) -> ModelResponse:
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
-        error = f" (it says: {data['error']})" if "error" in data else ""
-        raise BadResponseError(f"the response has no choices{error}")
+        raise BadResponseError("the response has no choices")
     message = choices[0].get("message") if isinstance(choices[0], dict) else None
     if not isinstance(message, dict):
         raise BadResponseError("the first choice of the response has no message")

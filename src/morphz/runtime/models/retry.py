@@ -3,7 +3,9 @@
 The adapters build their SDK clients with ``max_retries=0`` and retry here instead, so every
 retry is visible (an ``on_retry`` callback, an injectable ``sleep``) and testable. An adapter
 turns each SDK exception into a :class:`Failure` (the typed :class:`ProviderError` to raise, and
-whether trying again can help) in exactly one place; :func:`call_with_retries` does the rest:
+whether trying again can help) in exactly one place, and an answer with a success status whose
+body is an error too (:func:`body_failure`, as the status it states); :func:`call_with_retries`
+does the rest:
 
 - rate limits (429), request timeouts (408), server errors (5xx, including 529 "overloaded")
   and connection errors are retried up to ``max_retries`` times, waiting the server's
@@ -27,6 +29,7 @@ from typing import TypeVar
 
 from morphz.runtime.models.base import (
     AuthError,
+    BadResponseError,
     ContextTooLongError,
     ProviderError,
     RateLimitError,
@@ -46,7 +49,9 @@ Sleep = Callable[[float], Awaitable[object]]
 # Hugging Face TGI (HTTP 422): "`inputs` tokens + `max_new_tokens` must be <= W. Given: N
 # `inputs` tokens and K `max_new_tokens`", "`inputs` must have less than M tokens. Given: N".
 # LM Studio: "Trying to keep the first N tokens when context the overflows. However, the model is
-# loaded with context length of only M tokens".
+# loaded with context length of only M tokens", "The number of tokens to keep from the initial
+# prompt is greater than the context length (n_keep: N>= n_ctx: M)", "Cannot truncate prompt with
+# n_keep (N) >= n_ctx (M)".
 _CONTEXT_TOO_LONG = re.compile(
     r"context_length_exceeded|maximum context length|context length exceeded"
     r"|exceeds? (?:the )?(?:maximum|max|available) context|exceed_context_size"
@@ -55,7 +60,8 @@ _CONTEXT_TOO_LONG = re.compile(
     r"|input length exceeds|reduce the length of the messages|request_too_large"
     r"|exceed context limit|exceeds the maximum number of tokens"
     r"|tokens \+ `max_new_tokens` must be|`inputs` must have less than"
-    r"|context the overflows|context length of only"
+    r"|context the overflows|context length of only|tokens to keep from the initial prompt"
+    r"|cannot truncate prompt with n_keep"
 )
 _TOO_LONG_STATUSES = frozenset({400, 422})  # 422: TGI's validation errors
 _RETRY_STATUSES = frozenset({408, 409, 429})
@@ -147,6 +153,8 @@ def given_up(failure: Failure, retries: int, waited: float, backoff: Backoff) ->
         said.append(f"the provider asks to wait {asked:.0f} s: run again after that")
     elif retries:
         said[-1] += f": {failure.advice}"
+    elif failure.retryable:  # no retry was allowed (max_retries 0)
+        said.append(failure.advice)
     if said:
         restate(error, f"{error.message.rstrip('.')}; {'; '.join(said)}")
     return error
@@ -234,14 +242,34 @@ _TOO_LARGE_FOR_RATE = re.compile(r"request too large|must be reduced", re.IGNORE
 BACKOFF = 0.75  # of a refused request, when its refusal states no numbers
 
 
+# LM Studio states the tokens it must keep (the start of the prompt: the system message and the
+# first user message, a ContextDelta seed without its increments) and the window: (kept, window).
+# The kept tokens are at most the input, so window / kept is the most of it the provider would
+# take, not the share itself.
+_KEPT_FORMS = (
+    re.compile(
+        r"keep the first (\d+) tokens when (?:the )?context (?:the )?overflows\. However, the "
+        r"model is loaded with (?:a )?context length of only (\d+) tokens"
+    ),
+    re.compile(r"n_keep: ?(\d+) ?>= ?n_ctx: ?(\d+)"),
+    re.compile(r"n_keep \((\d+)\) >= n_ctx \((\d+)\)"),
+)
+
+
 def refused_share(text: str, default: float = BACKOFF) -> float:
     """The share of a refused request the provider would have taken: maximum / used from the
-    numbers its too-long message states (within 0.1-0.95), else ``default``."""
+    numbers its too-long message states (within 0.1-0.95), else ``default``. Where the numbers
+    bound the share from above (LM Studio's), the lower of the bound and ``default``."""
     for form, read in _SHARE_FORMS:
         found = form.search(text)
         if found is not None:
             used, maximum = read(*(int(g) for g in found.groups()))
             return min(max(maximum / used, 0.1), 0.95) if used > 0 and maximum > 0 else default
+    for form in _KEPT_FORMS:
+        found = form.search(text)
+        if found is not None:
+            kept, window = (int(g) for g in found.groups())
+            return min(max(window / kept, 0.1), default) if 0 < window < kept else default
     return default
 
 
@@ -283,10 +311,18 @@ def _body_parts(body: object) -> tuple[str | None, list[str]]:
 
 
 def status_failure(
-    status: int, text: str, headers: Mapping[str, str], *, provider: str, where: str, auth_hint: str
+    status: int,
+    text: str,
+    headers: Mapping[str, str],
+    *,
+    provider: str,
+    where: str,
+    auth_hint: str,
+    answered: str = "",
 ) -> Failure:
-    """Translate an HTTP error status from ``provider`` at ``where`` (its base URL)."""
-    said = f"{provider} at {where} answered HTTP {status}: {text}"
+    """Translate an HTTP error status from ``provider`` at ``where`` (its base URL); ``answered``
+    says how it came when that was not as the HTTP status (default: "HTTP <status>")."""
+    said = f"{provider} at {where} answered {answered or f'HTTP {status}'}: {text}"
     if status in (401, 403):
         return Failure(AuthError(f"{said}. Check the API key and the base URL ({auth_hint})."))
     if status == 413 or (status in _TOO_LONG_STATUSES and is_context_too_long(text)):
@@ -297,15 +333,63 @@ def status_failure(
         # a smaller request is the way on
         return Failure(ContextTooLongError(f"the input is too large for the rate limit: {said}"))
     if status == 429:
-        # An exhausted quota (OpenAI: insufficient_quota) does not come back by waiting.
-        retryable = "insufficient_quota" not in text
-        return Failure(RateLimitError(f"rate limited: {said}", retry_after), retryable, retry_after)
+        if "insufficient_quota" in text:  # OpenAI: an exhausted quota does not come back by waiting
+            said += ". The account's quota is used up: check its plan and billing"
+            return Failure(RateLimitError(f"rate limited: {said}", retry_after), False, retry_after)
+        return Failure(RateLimitError(f"rate limited: {said}", retry_after), True, retry_after)
     if status in _RETRY_STATUSES or status >= 500:
         advice = f"{_RETRY_ADVICE} (the provider is overloaded or failing)"
         return Failure(ProviderError(f"the provider failed: {said}"), True, retry_after, advice)
     if status == 404:
         said += " (check the model name and the base URL)"
     return Failure(ProviderError(f"the provider refused the request: {said}"))
+
+
+def body_failure(
+    body: Mapping[str, object],
+    headers: Mapping[str, str],
+    *,
+    provider: str,
+    where: str,
+    auth_hint: str,
+) -> Failure:
+    """Translate an answer with a success status whose body is an error (some proxies and local
+    servers answer so): as the HTTP status the error states (its numeric ``code`` or
+    ``status``), retried as that status would be; without one, by its words: too long, else a
+    bad response (nothing says that waiting helps)."""
+    text = error_text("an error with no message", body)
+    status = stated_status(body)
+    answered = "HTTP 200 with an error" + (f" (status {status})" if status is not None else "")
+    if status is not None:
+        return status_failure(
+            status,
+            text,
+            headers,
+            provider=provider,
+            where=where,
+            auth_hint=auth_hint,
+            answered=answered,
+        )
+    said = f"{provider} at {where} answered {answered}: {text}"
+    if is_context_too_long(text):
+        return Failure(ContextTooLongError(f"the input is too long for the model: {said}"))
+    return Failure(BadResponseError(f"{said}. {BAD_ANSWER_ADVICE}"))
+
+
+BAD_ANSWER_ADVICE = "Run again; if it keeps failing, check the server's log"
+
+
+def stated_status(body: Mapping[str, object]) -> int | None:
+    """The HTTP error status an error body states: its error object's numeric ``code`` or
+    ``status`` from 400 to 599 (llama.cpp, vLLM, OpenRouter and Gemini put it there)."""
+    inner = body.get("error")
+    if not isinstance(inner, dict):
+        return None
+    for name in ("code", "status"):
+        value = inner.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599:
+            return value
+    return None
 
 
 # What went wrong on the way to the provider (the adapter tells them apart), as the error says

@@ -36,7 +36,7 @@ def _shown(encoding: str) -> tuple[str, list[str]]:
     try:
         nodes = read(encoding)
     except ParseError as exc:
-        raise BadResponseError(f"the script cannot read the request's encoding: {exc}") from None
+        raise BadResponseError(f"the script cannot read the request's encoding: {exc}") from exc
     version, refs = "0", []
     regions: list[SList] = []  # a region may stand alone (a partial encoding, in tests)
     for node in nodes:

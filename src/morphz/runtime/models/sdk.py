@@ -2,11 +2,17 @@
 retries, one call with our retries and backoff, and the translation of SDK exceptions into
 :class:`~morphz.runtime.models.base.ProviderError` (the one place for it).
 
-An adapter subclasses :class:`SdkAdapter`, says which SDK module and client class it uses and how
-to name itself, and implements ``request`` by mapping the :class:`ModelRequest` to the
-provider's shape, handing a ``send`` coroutine to :meth:`SdkAdapter._call`, and parsing the JSON
-body that comes back. The SDKs' exception classes have the same names in ``openai`` and
-``anthropic`` (``APIStatusError``, ``APIConnectionError``, ``APIResponseValidationError``).
+An adapter subclasses :class:`SdkAdapter`, says which SDK module and client class it uses, how
+to name itself and which bodies are errors (``_is_error``), and implements ``request`` by mapping
+the :class:`ModelRequest` to the provider's shape and handing a ``send`` coroutine (the raw HTTP
+response) and a parser of the JSON body to :meth:`SdkAdapter._call`. The SDKs' exception classes
+have the same names in ``openai`` and ``anthropic`` (``APIStatusError``, ``APIConnectionError``,
+``APIResponseValidationError``).
+
+Every error an adapter raises from :meth:`SdkAdapter._call` has the API key redacted: those
+translated from the SDK's exceptions and from an error body that came with HTTP 200 (both in
+``_translate``, so ``on_retry`` sees them redacted too), and a body that is not JSON or not of
+the expected shape.
 """
 
 from __future__ import annotations
@@ -14,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.parse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 
@@ -27,6 +33,7 @@ from morphz.runtime.models.retry import (
     Failure,
     Retry,
     Sleep,
+    body_failure,
     call_with_retries,
     connection_failure,
     error_text,
@@ -45,6 +52,23 @@ NO_KEY = "none"  # sent when no key is configured: local servers ignore it, the 
 # large output budget before sending).
 TIMEOUT = httpx2.Timeout(600.0, connect=5.0)
 SHORTEST_REDACTED = 8  # a shorter key is redacted only after "Bearer " (not every "none" or "x")
+# what to do about an answer that is not JSON or not of the provider's shape
+MALFORMED_ADVICE = (
+    "check that the base URL names the provider's API (not a web page or another service), "
+    "then run again"
+)
+T = TypeVar("T")
+
+
+class ErrorBody(Exception):
+    """An answer with a success status whose JSON body is an error: raised inside the retried
+    call so that it is translated, retried and redacted as an HTTP error is (its text is not the
+    body, which may quote the key)."""
+
+    def __init__(self, body: Mapping[str, object], headers: Mapping[str, str]) -> None:
+        super().__init__("a success status with an error body")
+        self.body = body
+        self.headers = headers
 
 
 class SdkAdapter:
@@ -101,17 +125,46 @@ class SdkAdapter:
         cap = self.max_output_tokens
         return request.max_output_tokens if cap is None else min(cap, request.max_output_tokens)
 
-    async def _call(self, send: Callable[[], Awaitable[bytes]]) -> dict[str, Any]:
-        """``send`` with retries and backoff; the body it returned, read as a JSON object."""
-        body = await call_with_retries(
-            send,
-            self._translate,
-            max_retries=self.max_retries,
-            sleep=self._sleep,
-            backoff=self.backoff,
-            on_retry=self.on_retry,
-        )
-        return load_json(body, self.body_name)
+    def _is_error(self, data: dict[str, Any]) -> bool:
+        """Whether ``data``, a body that came with a success status, is an error."""
+        raise NotImplementedError
+
+    async def _call(
+        self, send: Callable[[], Awaitable[httpx2.Response]], parse: Callable[[dict[str, Any]], T]
+    ) -> T:
+        """``send`` with retries and backoff; the body it returned, read as a JSON object and
+        ``parse``-d. Every ProviderError raised here has the key redacted."""
+
+        async def attempt() -> dict[str, Any]:
+            response = await send()
+            data = self._checked(load_json, response.content, self.body_name)
+            if self._is_error(data):
+                raise ErrorBody(data, response.headers)
+            return data
+
+        try:
+            data = await call_with_retries(
+                attempt,
+                self._translate,
+                max_retries=self.max_retries,
+                sleep=self._sleep,
+                backoff=self.backoff,
+                on_retry=self.on_retry,
+            )
+            return self._checked(parse, data)
+        except ProviderError as exc:
+            redact(exc, self._key)
+            raise
+
+    def _checked(self, read: Callable[..., T], *args: Any) -> T:
+        """``read(*args)``, its BadResponseError saying where the answer came from and what to
+        check."""
+        try:
+            return read(*args)
+        except BadResponseError as exc:
+            where = without_userinfo(self.base_url)
+            restate(exc, f"{exc.message} ({self.provider} at {where}): {MALFORMED_ADVICE}")
+            raise
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -126,6 +179,14 @@ class SdkAdapter:
 
     def _failure(self, exc: Exception) -> Failure | None:
         sdk, where = self._sdk, without_userinfo(self.base_url)
+        if isinstance(exc, ErrorBody):
+            return body_failure(
+                exc.body,
+                exc.headers,
+                provider=self.provider,
+                where=where,
+                auth_hint=self.auth_hint,
+            )
         if isinstance(exc, sdk.APIStatusError):
             text = error_text(exc.message, exc.body)
             return status_failure(
@@ -140,7 +201,8 @@ class SdkAdapter:
             kind = connection_kind(exc.__cause__)
             return connection_failure(exc, provider=self.provider, where=where, kind=kind)
         if isinstance(exc, sdk.APIResponseValidationError):
-            return Failure(BadResponseError(f"a malformed response from {where}: {exc}"))
+            said = f"a malformed response from {self.provider} at {where}: {exc}"
+            return Failure(BadResponseError(f"{said}; {MALFORMED_ADVICE}"))
         return None
 
 
