@@ -208,7 +208,8 @@ def _new_frame(a: _Apply, fid: str, sources: tuple[str, ...], body: str) -> None
     a.changes.order_max = pos
     frame = Frame(fid, body, sources, 1, "active", False, pos)
     a.put_frame(frame, True, True)
-    a.effect(fid, "created", immediate=-a.shown(frame, 0))  # (no relation names it yet)
+    if a.env.receipts:  # (a replay records no effects: see Env.receipts)
+        a.effect(fid, "created", immediate=-a.shown(frame, 0))  # (no relation names it yet)
 
 
 def _create(a: _Apply, op: o.Create) -> None:
@@ -278,17 +279,25 @@ def _retire_frame(a: _Apply, fid: str) -> None:
         left = remaining_ticks(frame, a.view.clock)
         a.effect(fid, f"already retiring: keeps its window ({left} ticks left)")
         return
-    rel = a.relations(fid)
-    window, before = a.view.window, a.shown(frame, rel)
+    window = a.view.window
     if window == 0:
-        a.put_frame(frame.with_life("retired", frame.deadline, a.tx.reason), False, True)
-        a.effect(fid, "retired (window 0)", immediate=before)
-        return
-    retiring = frame.with_life("retiring", a.view.clock + window, a.tx.reason)
-    a.put_frame(retiring, False, True)
-    # its marks and reason enter now; all of it leaves when the window ends
-    after = a.shown(retiring, rel)
-    a.effect(fid, f"retiring: {window} ticks left", immediate=before - after, eventual=after)
+        new = frame.with_life("retired", frame.deadline, a.tx.reason)
+    else:
+        new = frame.with_life("retiring", a.view.clock + window, a.tx.reason)
+    a.put_frame(new, False, True)
+    if a.env.receipts:  # (a replay records no effects: see Env.receipts)
+        _retire_effect(a, frame, new, window)
+
+
+def _retire_effect(a: _Apply, old: Frame, new: Frame, window: int) -> None:
+    """The effect of retiring ``old`` (to ``new``): out of view at once in a window of 0;
+    otherwise its marks and reason enter now and all of it leaves when the window ends."""
+    rel = a.relations(old.id)
+    before, after = a.shown(old, rel), a.shown(new, rel)
+    if window == 0:
+        a.effect(old.id, "retired (window 0)", immediate=before)
+    else:
+        a.effect(old.id, f"retiring: {window} ticks left", immediate=before - after, eventual=after)
 
 
 def _restore(a: _Apply, op: o.Restore) -> None:
