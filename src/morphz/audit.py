@@ -140,17 +140,23 @@ def _check_payload(
     these): each must be what the transaction and its replay say. A key the payload lacks is no
     difference: stores written before a key was recorded have none (and an empty one is left
     out)."""
-    payload = event.payload or {}
-    expected: dict[str, Any] = {
-        "tx_id": f"tx-{event.version}",
-        "reason": tx.reason,
-        "base_version": tx.base_version,
-    }
-    if any(key in payload for key in COMMIT_REMOVED_KEYS):  # most commits remove nothing
+    payload = event.payload
+    if not payload:
+        return
+    get, tx_id, reason, base = payload.get, f"tx-{event.version}", tx.reason, tx.base_version
+    if (  # the usual case, at the least cost: all agree (a key it lacks gets its own value)
+        get("tx_id", tx_id) == tx_id
+        and get("reason", reason) == reason
+        and get("base_version", base) == base
+        and payload.keys().isdisjoint(COMMIT_REMOVED_KEYS)  # most commits remove nothing
+    ):
+        return
+    expected: list[tuple[str, Any]] = [("tx_id", tx_id), ("reason", reason), ("base_version", base)]
+    if not payload.keys().isdisjoint(COMMIT_REMOVED_KEYS):
         removed = removed_content(changes, state.frame, state.has_edge)
-        expected.update({key: removed.get(key) for key in COMMIT_REMOVED_KEYS})
-    for key, value in expected.items():
-        if key in payload and payload[key] != value:
+        expected += [(key, removed.get(key)) for key in COMMIT_REMOVED_KEYS]
+    for key, value in expected:
+        if get(key, value) != value:
             out.add(
                 f"{event.ref}: the commit's payload has {key} {payload[key]!r:.120}, its "
                 f"transaction and replay {value!r:.120}"
@@ -345,18 +351,26 @@ def _note_leftovers(r: ReadTxn, out: _Report) -> None:
 def _check_settings(r: ReadTxn, out: _Report) -> None:
     """Every stored setting (budget, view, calibrations) reads as its type: a damaged one would
     fail every encoding and status of the context (runtime state, not replayed from the log)."""
-    from morphz.encoding.tokens import Calibration
-    from morphz.encoding.view import View
-
-    readers: dict[str, Callable[[dict[str, Any]], object]] = {
-        "budget": Budget.from_dict,
-        "view": View.from_dict,
-    }
     for name, text in r.active.setting_rows():
-        calibration = name.startswith("calibration:")
-        read = Calibration.from_dict if calibration else readers.get(name)
-        if (wrong := problem(r.row.context_id, name, text, read)) is not None:
+        if (wrong := problem(r.row.context_id, name, text, _setting_reader(name))) is not None:
             out.add(wrong)
+
+
+def _setting_reader(name: str) -> Callable[[dict[str, Any]], object] | None:
+    """The reader of the setting ``name`` (None for one this release does not know). The
+    encoding package (a view's and a calibration's types) is imported only for a context that
+    has such a setting: importing it is some 20 ms, a twentieth of the audit of 10,000 commits."""
+    if name == "budget":
+        return Budget.from_dict
+    if name == "view":
+        from morphz.encoding.view import View
+
+        return View.from_dict
+    if name.startswith("calibration:"):
+        from morphz.encoding.tokens import Calibration
+
+        return Calibration.from_dict
+    return None
 
 
 def _next_event(events: Iterator[ev.Event], state: MindState, out: _Report) -> ev.Event | None:

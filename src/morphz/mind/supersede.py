@@ -56,12 +56,12 @@ def _supersede(a: _Apply, old_id: str) -> None:
     for new_id, relation, _ in a.view.added_edges_to(old_id):
         successor = a.view.frame(new_id) if relation == "supersedes" else None
         if successor is not None and old_id in successor.sources:
-            tokens = a.shown(old, a.relations(old_id))  # entry, marks, relations: out of view
             a.put_frame(old.with_life("retired", None, old.reason), False, True)
             # the retire still in force (an earlier one a restore cancelled keeps its figures,
-            # which the restore's take back)
+            # which the restore's take back); none in a replay, which records no effects
             at = a.retire_effects.get(old_id)
             if at is not None:
+                tokens = a.shown(old, a.relations(old_id))  # entry, marks, relations: gone
                 effect = a.changes.effects[at]
                 # freed now; the relief pending for it (this retire's own, or an earlier tx's
                 # when it was retiring already) is taken back
