@@ -13,6 +13,7 @@ from morphz import events as ev
 from morphz.capacity import Budget
 from morphz.checks import check_progress
 from morphz.errors import StoreBusyError, StoreError, TxError
+from morphz.graphemes import token_units
 from morphz.mind import (
     OBSERVATION_KINDS,
     Changes,
@@ -84,7 +85,10 @@ def replay_event(state: MindState, event: ev.Event, out: _Report) -> None:
     elif kind in OBSERVATION_KINDS:
         changes = Changes()
         ensure_session(state, changes, session)
-        changes.observations[seq] = ObsState(seq, kind, "active", False, len(event.text or ""))
+        text = event.text or ""
+        changes.observations[seq] = ObsState(
+            seq, kind, "active", False, len(text), token_units(text)
+        )
         clock = state.clock
         if event.clock != clock:
             if event.clock != clock + 1:

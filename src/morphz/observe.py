@@ -20,6 +20,7 @@ from typing import IO, Any, cast
 from morphz import events as ev
 from morphz.checks import check_text
 from morphz.errors import HistoryImportError, InputError, MorphzError
+from morphz.graphemes import token_units
 from morphz.mind import OBSERVATION_KINDS, Changes, Overlay, chain_head, ensure_session
 from morphz.mind.lifecycle import CLOCK_KINDS
 from morphz.mind.state import ObsState
@@ -158,7 +159,7 @@ def append(
         changes = Changes()
         ensure_session(view, changes, session)
         merged.sessions.update(changes.sessions)
-        obs = ObsState(seq, item.kind, "active", False, len(item.text))
+        obs = ObsState(seq, item.kind, "active", False, len(item.text), token_units(item.text))
         changes.observations[seq] = obs
         merged.observations[seq] = obs
         if tick and index == 0:  # the new clock from the batch's first event on (the replay's)

@@ -36,11 +36,6 @@ def advances_clock(kinds: list[str]) -> bool:
     return any(kind in CLOCK_KINDS for kind in kinds)
 
 
-def estimate_tokens(chars: int) -> int:
-    """A cheap, network-free token estimate: about four characters per token."""
-    return (chars + 3) // 4
-
-
 def frame_tokens(frame: Frame) -> int:
     """What ``frame`` counts as the encoding's estimate counts its text (encoding.tokens.
     estimate_tokens: four ASCII characters a token, a wide character one, another character a
@@ -118,8 +113,14 @@ OBSERVATION_FRAMING = 110  # characters: (observation @eN (kind K) (session S) (
 def obs_tokens(obs: ObsState, threshold: int = DEFAULT_PREVIEW_THRESHOLD) -> int:
     """What ``obs`` counts in the inbox: its entry's framing and text, or its preview when
     longer than ``threshold`` (receipts state what retiring or restoring it changes in a
-    request). The text's characters count four to a token (the store keeps their number only)."""
-    return estimate_tokens(shown_chars(obs.chars, threshold) + OBSERVATION_FRAMING)
+    request). The text counts as the estimate counts it (its token units, kept with it); a
+    preview's head and tail count the text's units per character, its marker and the framing
+    as ASCII. ASCII text counts four characters a token, as before."""
+    units = obs.units
+    if obs.chars > threshold:  # a preview (shown_chars)
+        text = shown_chars(obs.chars, threshold) - PREVIEW_MARKER_CHARS
+        units = obs.units * text // obs.chars + ASCII_UNITS * PREVIEW_MARKER_CHARS
+    return -(-(units + ASCII_UNITS * OBSERVATION_FRAMING) // TOKEN_UNITS)
 
 
 def remaining_ticks(frame: Frame, clock: int) -> int | None:
@@ -129,10 +130,10 @@ def remaining_ticks(frame: Frame, clock: int) -> int | None:
     return max(0, frame.deadline - clock)
 
 
-def observe_changes(seq: int, kind: str, chars: int) -> Changes:
-    """The projection rows an appended observation creates."""
+def observe_changes(seq: int, kind: str, text: str) -> Changes:
+    """The projection rows an appended observation of ``text`` creates."""
     changes = Changes()
-    changes.observations[seq] = ObsState(seq, kind, "active", False, chars)
+    changes.observations[seq] = ObsState(seq, kind, "active", False, len(text), token_units(text))
     return changes
 
 

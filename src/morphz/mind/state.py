@@ -74,12 +74,15 @@ class ObsState:
     lifecycle: ObsLife
     protected: bool
     chars: int  # size of the observation text, for token estimates
+    units: int  # its text's token estimate in twelfths of a token (graphemes.token_units)
 
     def with_life(self, lifecycle: ObsLife, protected: bool) -> ObsState:
         """This observation with another lifecycle and protection."""
-        return ObsState(self.seq, self.kind, lifecycle, protected, self.chars)
+        return ObsState(self.seq, self.kind, lifecycle, protected, self.chars, self.units)
 
     def canonical(self) -> str:
+        # without units, which the text decides as it decides chars: the heads of every store
+        # chained before units were kept (migration 0022) stay what the replay computes
         return f"obs {self.seq} {self.kind} {self.lifecycle} p{int(self.protected)} c{self.chars}"
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from importlib import resources
 
 from morphz.errors import SchemaError
+from morphz.graphemes import ASCII_UNITS, token_units
 from morphz.mind.lifecycle import edge_tokens, kept_tokens
 from morphz.recall.documents import time_us
 from morphz.store.sqlite_builders import drop_unrecorded_builders
@@ -118,6 +119,24 @@ def _repair_landed_schema(conn: sqlite3.Connection) -> None:
         conn.execute("CREATE INDEX frames_order ON frames (context_id, pos, frame_id)")
 
 
+def _count_observation_units(conn: sqlite3.Connection) -> None:
+    """Migration 0022: ``observations.units`` (unless the table has it), each observation's
+    token units from its event's text, in one UPDATE that SQLite streams row by row (a store's
+    whole history is never in memory). An observation without its event (a damaged store,
+    which the audit reports) counts as before, a quarter of a token a character."""
+    if "units" not in [r[1] for r in conn.execute("PRAGMA table_info(observations)")]:
+        conn.execute("ALTER TABLE observations ADD COLUMN units INTEGER NOT NULL DEFAULT 0")
+    conn.create_function("morphz_token_units", 1, token_units, deterministic=True)
+    try:
+        conn.execute(
+            "UPDATE observations SET units = coalesce((SELECT morphz_token_units(coalesce("
+            "e.text, '')) FROM events e WHERE e.context_id = observations.context_id AND "
+            f"e.seq = observations.seq), {ASCII_UNITS} * chars)"
+        )
+    finally:
+        conn.create_function("morphz_token_units", 1, None)
+
+
 # Python steps of a migration, run right after its SQL in the same transaction
 AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
     9: _count_frame_tokens,
@@ -128,6 +147,7 @@ AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
     20: _count_frame_tokens,
     17: _repair_landed_schema,
     18: drop_unrecorded_builders,
+    22: _count_observation_units,
 }
 
 

@@ -180,13 +180,13 @@ class SqliteRead(RuntimeRows):
 
     def observation(self, seq: int) -> ObsState | None:
         row = self.conn.execute(
-            "SELECT seq, kind, lifecycle, protected, chars FROM observations "
+            "SELECT seq, kind, lifecycle, protected, chars, units FROM observations "
             "WHERE context_id = ? AND seq = ?",
             (self.cid, seq),
         ).fetchone()
         if row is None:
             return None
-        return ObsState(row[0], row[1], row[2], bool(row[3]), row[4])
+        return ObsState(row[0], row[1], row[2], bool(row[3]), row[4], row[5])
 
     def session(self, session_id: str) -> SessionState | None:
         row = self.conn.execute(
@@ -319,12 +319,12 @@ class SqliteRead(RuntimeRows):
         partial index (not every observation the context ever had)."""
         source = "observations INDEXED BY observations_active" if active_only else "observations"
         where = " AND lifecycle = 'active'" if active_only else ""
-        for seq, kind, life, protected, chars in self.conn.execute(
-            f"SELECT seq, kind, lifecycle, protected, chars FROM {source} "
+        for seq, kind, life, protected, chars, units in self.conn.execute(
+            f"SELECT seq, kind, lifecycle, protected, chars, units FROM {source} "
             f"WHERE context_id = ?{where} ORDER BY seq",
             (self.cid,),
         ):
-            yield ObsState(seq, kind, life, bool(protected), chars)
+            yield ObsState(seq, kind, life, bool(protected), chars, units)
 
     def sessions(self) -> Iterator[SessionState]:
         for sid, attention in self.conn.execute(
@@ -482,9 +482,10 @@ class SqliteWrite(SqliteRead, RuntimeWrites):
             )
         if changes.observations:
             conn.executemany(
-                "INSERT OR REPLACE INTO observations VALUES (?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO observations (context_id, seq, kind, lifecycle, "
+                "protected, chars, units) VALUES (?,?,?,?,?,?,?)",
                 [
-                    (cid, o.seq, o.kind, o.lifecycle, int(o.protected), o.chars)
+                    (cid, o.seq, o.kind, o.lifecycle, int(o.protected), o.chars, o.units)
                     for o in changes.observations.values()
                 ],
             )

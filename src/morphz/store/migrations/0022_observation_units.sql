@@ -1,0 +1,7 @@
+-- 0022_observation_units: each observation's token estimate (graphemes.token_units of its text,
+-- in twelfths of a token) is kept beside its characters, in observations.units, so that receipts
+-- state what retiring or restoring it changes as the pressure figure counts it (fourteenth
+-- session), not four characters a token whatever its script. Done in Python right after this
+-- script, in the same transaction (store/sqlite_migrations.py, AFTER): the column is added unless
+-- the table has it (as 0013 on, this migration may run again on a store whose later migration
+-- rows were removed), and filled from the observation events' text.

@@ -1,0 +1,115 @@
+"""Fix 14, token units: migration 0021 drops the calibrations learnt against the estimate before
+0020; each observation keeps its text's token units (migration 0022 fills them in upgraded
+stores), and receipts state what retiring or restoring it changes by them."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import morphz
+from morphz.capacity import Budget
+from morphz.encoding.tokens import Calibration
+from morphz.graphemes import token_units
+from morphz.mind.lifecycle import obs_tokens
+from morphz.mind.state import ObsState
+
+TEXTS = {
+    "ascii": "deploy ok, see the server log and restart the service. " * 3,
+    "chinese": "部署成功，请检查服务器日志并重新启动服务。" * 3,
+    "russian": "Развертывание прошло успешно, проверьте журнал. " * 3,
+}
+
+
+def _units(db: morphz.Database, context: str) -> dict[int, tuple[int, int]]:
+    with db.store.read(context) as r:
+        return {o.seq: (o.chars, o.units) for o in r.observations()}
+
+
+def _as_schema_21(path: Path) -> None:
+    """The store as migration 21 left it: observations without their units."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("ALTER TABLE observations DROP COLUMN units")
+        conn.execute("DELETE FROM schema_migrations WHERE number = 22")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def test_observations_keep_their_token_units_and_the_upgrade_counts_them(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with morphz.open(path) as db:
+        ctx = db.context("c", create=True)
+        refs = {
+            name: ctx.observe("tool_result", text, session="s").ref for name, text in TEXTS.items()
+        }
+        ctx.commit(f'(context-tx (base-version 0) (reason "r") (retire {refs["russian"]}))')
+        expected = {
+            int(refs[name][2:]): (len(text), token_units(text)) for name, text in TEXTS.items()
+        }
+        assert _units(db, "c") == expected
+    _as_schema_21(path)
+    with morphz.open(path) as db:
+        assert _units(db, "c") == expected  # counted from the events' text
+        report = db.context("c").audit()
+        assert report.ok, report
+
+
+def test_the_audit_reports_an_observations_units_that_its_text_does_not_give(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    with morphz.open(path) as db:
+        ref = db.context("c", create=True).observe("user_message", TEXTS["russian"]).ref
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("UPDATE observations SET units = 1")
+        conn.commit()
+    finally:
+        conn.close()
+    with morphz.open(path) as db:
+        report = db.context("c").audit()
+    assert not report.ok
+    assert any(f"observation {ref}" in line for line in report.differences), report
+
+
+def test_an_upgrade_drops_calibrations_and_keeps_the_other_settings(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    budget = Budget(window=32_000, output_reserve=2_000, configured=20_000, reserve=500)
+    with morphz.open(path) as db:
+        ctx = db.context("c", create=True)
+        ctx.set_budget(budget)
+        ctx.save_calibration("openai:gpt-4o", Calibration(1.6, 20))
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DELETE FROM schema_migrations WHERE number = 21")
+        conn.commit()
+    finally:
+        conn.close()
+    with morphz.open(path) as db:
+        with db.store.read("c") as r:
+            names = set(r.active.settings())
+        assert not any(name.startswith("calibration:") for name in names), names
+        assert db.context("c").budget() == budget
+
+
+def test_a_previewed_observation_counts_its_shown_part_by_its_units_per_character(
+    tmp_path: Path,
+) -> None:
+    text = "部署成功，请检查服务器日志并重新启动服务。" * 1000  # previewed: above 16,000 chars
+    with morphz.open(tmp_path / "s.db") as db:
+        ctx = db.context("c", create=True)
+        ref = ctx.observe("tool_result", text, session="s").ref
+        before = ctx.encode().pressure.tokens
+        retired = ctx.commit(f'(context-tx (base-version 0) (reason "r") (retire {ref}))')
+        freed = before - ctx.encode().pressure.tokens
+    stated = retired.effects[0].immediate
+    assert 0.9 * freed <= stated <= 1.1 * freed, (stated, freed)
+
+
+def test_ascii_observations_count_four_characters_a_token_as_before() -> None:
+    for chars in (0, 1, 5, 16_000, 16_001, 90_000):
+        obs = ObsState(1, "tool_result", "active", False, chars, 3 * chars)
+        shown = chars if chars <= 16_000 else 3_160
+        assert obs_tokens(obs) == (shown + 110 + 3) // 4
