@@ -9,6 +9,7 @@ import asyncio
 import io
 import json
 import os
+import shlex
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
@@ -36,6 +37,7 @@ from morphz.interfaces.cli import (
     out,
     report_error,
 )
+from morphz.owners import current_owner
 from morphz.runtime.agent_tools import agent_tools
 from morphz.runtime.config import Settings, config_paths, load, make_model, read_profile
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
@@ -278,7 +280,8 @@ def exec_command(
     with open_store(db_path, create=True) as db, stopping.stopped_like_ctrl_c():
         ctx = agent.open_context(db, context_id)
         engine = agent.engine(ctx)
-        result = asyncio.run(_closing(engine.model, engine.run(prompt, session=session)))
+        with _said_if_left_running(ctx):
+            result = asyncio.run(_closing(engine.model, engine.run(prompt, session=session)))
         _note_merged_turns(engine, said=False)
         events = [e.to_dict() for e in _produced(ctx, result)]
     emit(fmt, {**result.to_dict(), "event_records": events}, lambda: _reply_text(result))
@@ -316,6 +319,33 @@ def _note_merged_turns(engine: Engine, said: bool) -> bool:
         )
         return True
     return said
+
+
+@contextmanager
+def _said_if_left_running(ctx: morphz.Context) -> Iterator[None]:
+    """When an interrupt stops the block (Ctrl-C, SIGTERM, SIGHUP), say which activations of
+    this process on ``ctx`` are still marked running: their interruption could not be recorded
+    (another process held the store, and the wait ran out or a second Ctrl-C gave it up)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        for line in _left_running(ctx):
+            click.echo(f"morphz: {line}", err=True)
+        raise
+
+
+def _left_running(ctx: morphz.Context) -> list[str]:
+    me = current_owner()
+    try:
+        left = [a.activation_id for a in ctx.activations(True) if a.owner == me]
+    except morphz.MorphzError as exc:  # the interrupt is what to report, with this
+        return [f"could not check what the interrupt left running: {exc}"]
+    return [
+        f"activation {activation} could not be recorded as interrupted (another process held "
+        f"the store), so it is still marked running: `morphz context recover "
+        f"{shlex.quote(ctx.id)}` marks it, as the next exec or chat on it does"
+        for activation in left
+    ]
 
 
 def _reply_text(result: ActivationResult) -> str:
@@ -362,7 +392,8 @@ def chat_command(
             f"{engine.model.name}; /quit to leave"
         )
         try:
-            _converse(runner, engine, session)
+            with _said_if_left_running(engine.ctx):
+                _converse(runner, engine, session)
         finally:
             runner.run(close_model(engine.model))
 
