@@ -14,7 +14,7 @@ import pytest
 import morphz
 from agents import make_engine, run_steps
 from morphz import Observation
-from morphz.interfaces.cli_agent import _stopped_like_ctrl_c
+from morphz.interfaces.stopping import stopped_like_ctrl_c
 from morphz.runtime.agent_tools import agent_tools
 from morphz.runtime.models.base import ModelRequest, ModelResponse, ToolCall
 from morphz.runtime.models.scripted import FunctionModel
@@ -120,7 +120,7 @@ def test_recall_takes_null_for_the_parameters_of_other_ops(ctx: morphz.Context, 
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this platform")
 def test_an_ignored_sighup_stays_ignored_while_the_agent_runs() -> None:
     """`nohup morphz exec ...` (or a shell that started it with SIGHUP ignored) says: closing the
-    terminal must not stop this run. _stopped_like_ctrl_c installs _as_sigint for SIGTERM and
+    terminal must not stop this run. stopped_like_ctrl_c installs _as_sigint for SIGTERM and
     SIGHUP whatever their disposition was, so under nohup a closed terminal now interrupts the
     activation and kills the exec tool's command, the opposite of what the user asked for (and
     of Python itself, which leaves SIGINT alone when it starts ignored). Expected: a signal that
@@ -128,7 +128,7 @@ def test_an_ignored_sighup_stays_ignored_while_the_agent_runs() -> None:
     are turned into Ctrl-C)."""
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
-        with _stopped_like_ctrl_c():
+        with stopped_like_ctrl_c():
             during = signal.getsignal(signal.SIGHUP)
         assert during == signal.SIG_IGN, f"SIGHUP was ignored (nohup); morphz set it to {during}"
     finally:

@@ -3,7 +3,8 @@
 Every MorphzError is mapped to output in one place, :meth:`MorphzGroup.invoke`: with
 ``--format=json`` the error object ``{"ok": false, "error": {...}}`` goes to stdout, with
 ``--format=text`` a readable message goes to stderr; the exit status is 1 either way. Usage
-errors stay click's (exit status 2). The reference is docs/cli.md.
+errors stay click's (exit status 2). A command that Ctrl-C, SIGTERM or SIGHUP stopped ends by
+that signal, in :meth:`MorphzGroup.main`. The reference is docs/cli.md.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import click
 import morphz
 from morphz import DEFAULT_CONTEXT, DEFAULT_SESSION, DEFAULT_WINDOW, OBSERVATION_KINDS
 from morphz import demo as demo_module
-from morphz.interfaces import render
+from morphz.interfaces import render, stopping
 from morphz.owners import owner_alive, still_runs
 from morphz.store.base import ActivationRow
 from morphz.txlang.sexpr import unicode_problem
@@ -39,7 +40,24 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class MorphzGroup(click.Group):
-    """The root group; the one place where a MorphzError becomes output and exit status 1."""
+    """The root group; the one place where a MorphzError becomes output and exit status 1, and
+    where a command stopped by a signal ends by it (:mod:`morphz.interfaces.stopping`)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Run as the process's command line when no ``args`` are given (the ``morphz`` script,
+        ``python -m morphz``: click's test runner gives its own): a command that Ctrl-C,
+        SIGTERM or SIGHUP stopped prints "Aborted!" after its cleanup, as before, and then the
+        process ends by that signal instead of exiting with status 1."""
+        if args or "args" in kwargs:
+            return super().main(*args, **kwargs)
+        stopping.forget()
+        try:
+            return super().main(*args, **kwargs)
+        except SystemExit as exc:
+            signum = stopping.stopped_by()
+            if signum is not None and exc.code not in (0, None):
+                stopping.end_by(signum)
+            raise
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -47,6 +65,9 @@ class MorphzGroup(click.Group):
         except morphz.MorphzError as exc:
             report_error(exc, ctx.meta.get(FORMAT_KEY, "text"))
             ctx.exit(1)
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP passed to SIGINT's handler
+            stopping.interrupted()
+            raise
 
 
 def report_error(exc: morphz.MorphzError, fmt: str) -> None:
@@ -112,6 +133,21 @@ def fail() -> NoReturn:
 
 
 # ------------------------------------------------------------------ shared options
+
+
+class InputFile(click.File):
+    """click's File, where ``-`` (standard input) is a usage error when the process has none:
+    started with it closed (``<&-``, some cron and service setups), ``sys.stdin`` is None."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == "-" and sys.stdin is None:
+            self.fail(
+                "- reads standard input, which is closed: give a file, or give the command an "
+                "input",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)
 
 
 def _remember_format(ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -323,7 +359,7 @@ def observe_command(
     "--file",
     "tx_file",
     required=True,
-    type=click.File("r", encoding="utf-8-sig"),  # a byte-order mark is not part of the text
+    type=InputFile("r", encoding="utf-8-sig"),  # a byte-order mark is not part of the text
     metavar="F",
     help="File holding the (context-tx ...) text; - reads stdin.",
 )
@@ -522,8 +558,9 @@ def _fresh_path(_ctx: click.Context, _param: click.Parameter, value: Path | None
 def demo_command(*, keep: Path | None) -> None:
     """Run the seed's deployment example on a fresh store: an agent run by the runtime with a
     scripted model, so it needs no API key and no network."""
-    if not demo_module.run(out, keep=keep):
-        fail()
+    with stopping.stopped_like_ctrl_c():  # SIGTERM, SIGHUP: its temporary folders removed too
+        if not demo_module.run(out, keep=keep):
+            fail()
 
 
 from morphz.interfaces import cli_agent, cli_encoding, cli_recall  # noqa: E402, F401  (register commands)

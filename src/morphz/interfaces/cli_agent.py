@@ -9,7 +9,7 @@ import asyncio
 import io
 import json
 import os
-import signal
+import shlex
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
@@ -17,7 +17,6 @@ from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import FrameType
 from typing import Any, TypeVar
 
 import click
@@ -28,7 +27,7 @@ from morphz.capacity import CONFIG_NAMES, Budget, budget_over
 from morphz.checks import check_id, check_text
 from morphz.database import store_path
 from morphz.ids import ref_seq
-from morphz.interfaces import render
+from morphz.interfaces import render, stopping
 from morphz.interfaces.cli import (
     db_option,
     emit,
@@ -38,6 +37,7 @@ from morphz.interfaces.cli import (
     out,
     report_error,
 )
+from morphz.owners import current_owner
 from morphz.runtime.agent_tools import agent_tools
 from morphz.runtime.config import Settings, config_paths, load, make_model, read_profile
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
@@ -277,10 +277,11 @@ def exec_command(
         raise morphz.InputError("PROMPT is empty: give the request for the agent")
     agent = prepare(db_path, model_spec, workspace, interactive=False, profile_path=profile_path)
     agent.check_new_store(db_path)
-    with open_store(db_path, create=True) as db, _stopped_like_ctrl_c():
+    with open_store(db_path, create=True) as db, stopping.stopped_like_ctrl_c():
         ctx = agent.open_context(db, context_id)
         engine = agent.engine(ctx)
-        result = asyncio.run(_closing(engine.model, engine.run(prompt, session=session)))
+        with _said_if_left_running(ctx):
+            result = asyncio.run(_closing(engine.model, engine.run(prompt, session=session)))
         _note_merged_turns(engine, said=False)
         events = [e.to_dict() for e in _produced(ctx, result)]
     emit(fmt, {**result.to_dict(), "event_records": events}, lambda: _reply_text(result))
@@ -321,32 +322,30 @@ def _note_merged_turns(engine: Engine, said: bool) -> bool:
 
 
 @contextmanager
-def _stopped_like_ctrl_c() -> Iterator[None]:
-    """While an agent runs, SIGTERM (kill, timeout, systemd, CI) and SIGHUP (a closed terminal)
-    stop it as Ctrl-C does: the activation is recorded interrupted and the exec tool's command
-    group is killed, where Python's default would exit at once and leave both behind."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers belong to the main thread (a host running us in a thread)
-        return
-    wanted = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
-    # a signal the parent set to be ignored (nohup) stays ignored
-    wanted = [sig for sig in wanted if signal.getsignal(sig) is signal.SIG_DFL]
-    before = {sig: signal.signal(sig, _as_sigint) for sig in wanted}
+def _said_if_left_running(ctx: morphz.Context) -> Iterator[None]:
+    """When an interrupt stops the block (Ctrl-C, SIGTERM, SIGHUP), say which activations of
+    this process on ``ctx`` are still marked running: their interruption could not be recorded
+    (another process held the store, and the wait ran out or a second Ctrl-C gave it up)."""
     try:
         yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
+    except KeyboardInterrupt:
+        for line in _left_running(ctx):
+            click.echo(f"morphz: {line}", err=True)
+        raise
 
 
-def _as_sigint(signum: int, frame: FrameType | None) -> None:
-    """Handle a signal as SIGINT's handler of the moment would: inside an event loop's run,
-    asyncio's (it cancels the running task, which then cleans up and records its end, and the
-    run raises KeyboardInterrupt); outside, Python's (KeyboardInterrupt)."""
-    handler = signal.getsignal(signal.SIGINT)
-    if not callable(handler):
-        raise KeyboardInterrupt
-    handler(signal.SIGINT, frame)
+def _left_running(ctx: morphz.Context) -> list[str]:
+    me = current_owner()
+    try:
+        left = [a.activation_id for a in ctx.activations(True) if a.owner == me]
+    except morphz.MorphzError as exc:  # the interrupt is what to report, with this
+        return [f"could not check what the interrupt left running: {exc}"]
+    return [
+        f"activation {activation} could not be recorded as interrupted (another process held "
+        f"the store), so it is still marked running: `morphz context recover "
+        f"{shlex.quote(ctx.id)}` marks it, as the next exec or chat on it does"
+        for activation in left
+    ]
 
 
 def _reply_text(result: ActivationResult) -> str:
@@ -383,7 +382,7 @@ def chat_command(
     # one event loop for the whole chat: the model's client keeps its connections in it
     with (
         open_store(db_path, create=True) as db,
-        _stopped_like_ctrl_c(),
+        stopping.stopped_like_ctrl_c(),
         _terminal_kept(),
         asyncio.Runner() as runner,
     ):
@@ -393,7 +392,8 @@ def chat_command(
             f"{engine.model.name}; /quit to leave"
         )
         try:
-            _converse(runner, engine, session)
+            with _said_if_left_running(engine.ctx):
+                _converse(runner, engine, session)
         finally:
             runner.run(close_model(engine.model))
 
@@ -408,7 +408,7 @@ def _terminal_kept() -> Iterator[None]:
     except ImportError:  # no POSIX terminal: nothing to keep
         yield
         return
-    saved = termios.tcgetattr(sys.stdin) if sys.stdin.isatty() else None
+    saved = termios.tcgetattr(sys.stdin) if _at_a_terminal() else None
     try:
         yield
     finally:
@@ -449,6 +449,8 @@ def _converse(runner: asyncio.Runner, engine: Engine, session: str) -> None:
 def _read_line() -> str | None:
     """The next line typed, or None at the end of input. A line that is not UTF-8 is refused
     (said through the one error mapping) and the next one is read."""
+    if sys.stdin is None:  # started with standard input closed (<&-): no line will come
+        return None
     while True:
         try:
             line: str = click.prompt("you", prompt_suffix="> ", default="", show_default=False)
@@ -470,13 +472,18 @@ def _lenient_stdio() -> None:
     an echo of it (click's test runner) cannot fail. For the rest of the process (chat is the
     last to read); a stream that cannot change is left as it is. At a terminal, lines are read
     through readline when it is installed: editing and history, and no 4,095-byte cut."""
-    for stream in (sys.stdin, sys.stdout):
+    for stream in (sys.stdin, sys.stdout):  # (None when the process was started without it)
         if isinstance(stream, io.TextIOWrapper):
             with suppress(io.UnsupportedOperation):  # decoded text already waiting in a buffer
                 stream.reconfigure(errors="surrogateescape")
-    if sys.stdin.isatty():  # line editing, and lines longer than the terminal's 4,095 bytes
+    if _at_a_terminal():  # line editing, and lines longer than the terminal's 4,095 bytes
         with suppress(ImportError):  # (input() reads through readline once it is imported)
             import readline  # noqa: F401
+
+
+def _at_a_terminal() -> bool:
+    """Whether standard input is a terminal (it may be closed: ``sys.stdin`` None)."""
+    return sys.stdin is not None and sys.stdin.isatty()
 
 
 # What the turn being followed shows before a question is asked: _ask prints the activity

@@ -19,6 +19,7 @@ from morphz import DEFAULT_CONTEXT
 from morphz.errors import HistoryImportError
 from morphz.interfaces import render
 from morphz.interfaces.cli import (
+    InputFile,
     context_argument,
     context_group,
     db_option,
@@ -79,7 +80,7 @@ def open_history(name: str) -> IO[str]:
     a file that cannot be opened is a usage error (exit status 2)."""
     ctx = click.get_current_context()
     try:
-        raw = click.File("rb", lazy=False).convert(name, None, ctx)
+        raw = InputFile("rb", lazy=False).convert(name, None, ctx)
     except click.BadParameter as exc:
         exc.param_hint = "'FILE'"
         raise
@@ -277,8 +278,14 @@ def index_rebuild_command(*, context_id: str, db_path: str, fmt: str) -> None:
 
     Progress goes to stderr when it is a terminal. Safe to interrupt and run again: the live
     index serves searches until the new one is swapped in."""
-    with open_context(db_path, context_id) as ctx:
-        report = ctx.recall_index.rebuild(progress=terminal_progress("rebuild", "events indexed"))
+    try:
+        with open_context(db_path, context_id) as ctx:
+            progress = terminal_progress("rebuild", "events indexed")
+            report = ctx.recall_index.rebuild(progress=progress)
+    except BaseException as exc:  # Ctrl-C too: a table the cleanup could not drop is said
+        for note in getattr(exc, "__notes__", ()):
+            click.echo(f"morphz: {note}", err=True)
+        raise
     emit(
         fmt,
         report.to_dict(),

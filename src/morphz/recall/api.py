@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -297,8 +298,12 @@ class RecallIndex:
             try:
                 with store.write(cid) as w:
                     w.recall.drop_building(building)
-            except Exception as cleanup:  # the interruption is what to report
-                exc.add_note(f"the unfinished index table {building} stays: {cleanup}")
+            except Exception as cleanup:  # the interruption is what to report, with this
+                exc.add_note(
+                    f"the unfinished recall index table {building} stays ({cleanup}): "
+                    f"`morphz context recall-index clean {shlex.quote(cid)}` drops it once "
+                    "this process has ended, as the next rebuild does"
+                )
             raise
         if progress is not None:
             progress(target, target)

@@ -31,6 +31,7 @@ the rebase rules.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -44,7 +45,7 @@ from morphz.encoding.compile import Encoding
 from morphz.encoding.options import EncodeOptions
 from morphz.encoding.prefix import PrefixMeter, request_text
 from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens, exact_counter
-from morphz.errors import InputError
+from morphz.errors import InputError, StoreBusyError, StoreError
 from morphz.ids import ref_seq
 from morphz.observe import Observation
 from morphz.runtime import batches
@@ -70,6 +71,7 @@ from morphz.runtime.tools.base import (
     thread_job,
     valid_text,
 )
+from morphz.store.waiting import GIVE_UP
 
 if TYPE_CHECKING:
     from morphz.contextdb import Context
@@ -211,9 +213,11 @@ class Engine:
             raise
         run = _Run(self, act, session, root.seq, goal or "answer the user", floors=floors)
         run.result.events.append(root.ref)
+        token = GIVE_UP.set(run.give_up)  # the run's threads inherit it
         try:
             return await self._loop(run)
         finally:  # however it ended, this process no longer runs it (its end may be unrecorded)
+            GIVE_UP.reset(token)
             owners.untrack(act)
 
     async def _loop(self, run: _Run) -> ActivationResult:
@@ -226,8 +230,11 @@ class Engine:
             said = f"an unexpected error stopped the activation: {type(exc).__name__}: {exc}"
             await run.interrupted(said[:2000])
             raise
-        except BaseException:
-            await run.interrupted("the process stopped mid-activation")
+        except BaseException as exc:
+            try:
+                await run.interrupted("the process stopped mid-activation")
+            except StoreError as unrecorded:  # the stop is what to report, with this
+                exc.add_note(unrecorded.message)
             raise
         return run.result
 
@@ -262,6 +269,9 @@ class _Run:
         self.requests = RequestSequence(
             engine.answered, session, delta=config.delta, messages=config.delta_messages
         )
+        # set when the activation is cancelled again while its interruption is being recorded
+        # (a second Ctrl-C): its writes stop waiting for a store another process holds
+        self.give_up = threading.Event()
         self.tc = ToolContext(
             engine.ctx,
             session,
@@ -536,17 +546,50 @@ class _Run:
 
     async def interrupted(self, reason: str) -> None:
         """End the activation as interrupted: the work still being written lands first, then
-        the results of the calls that ran (never lost with the interruption), then the end."""
-        await self.tc.settle()
-        await asyncio.shield(self._interrupted(reason))
+        the results of the calls that ran (never lost with the interruption), then the end.
+        Cancelled again meanwhile (a second Ctrl-C), it still waits for its writes, but they
+        give up waiting for a store another process holds (:attr:`give_up`): a busy store then
+        leaves the activation running, for ``Context.interrupt_orphaned`` to mark, with a
+        StoreBusyError that says so."""
+        await self.tc.settle(self.give_up.set)
+        job = asyncio.ensure_future(self._interrupted(reason))
+        failed = await _despite_cancellation(job, self.give_up.set)
+        if failed is not None and not isinstance(failed, asyncio.CancelledError):
+            raise failed
 
-    async def _interrupted(self, reason: str) -> None:
+    async def _interrupted(self, reason: str) -> BaseException | None:
+        """Record the interruption; what kept it from being recorded is returned, for
+        :meth:`interrupted` to raise: the event loop's shutdown (a second Ctrl-C) cancels
+        this task too, and a task that ends there with an error is logged with a traceback."""
+        try:
+            await self._record_interruption(reason)
+        except StoreBusyError as exc:
+            cid = self.e.ctx.id
+            unrecorded = StoreBusyError(
+                f"{exc.message}; activation {self.activation} could not be recorded "
+                f"interrupted, so it is still marked running: `morphz context recover {cid}` "
+                "(Context.interrupt_orphaned) marks it once this process has ended, as the "
+                "next exec or chat does"
+            )
+            unrecorded.__cause__ = exc
+            return unrecorded
+        except BaseException as exc:  # raised by interrupted(), not lost
+            return exc
+        return None
+
+    async def _record_interruption(self, reason: str) -> None:
         try:
             self.calls.reclaim()  # results whose write failed after a cancel: recorded now
             await self.calls.record()
-        finally:  # cancelled again meanwhile: the results still being written land first
-            await self.tc.settle()
+        except StoreBusyError:  # the end would wait for the same store: it stays running
+            await self.tc.settle(self.give_up.set)
+            raise
+        except BaseException:  # cancelled again meanwhile: the results being written land
+            await self.tc.settle(self.give_up.set)
             await self.finish("interrupted", reason)
+            raise
+        await self.tc.settle(self.give_up.set)
+        await self.finish("interrupted", reason)
 
     async def finish(self, state: str, reason: str | None) -> None:
         """Record the activation's end, then take it as ended: if the record fails, the state
@@ -577,15 +620,20 @@ class _Run:
 _T = TypeVar("_T")
 
 
-async def _despite_cancellation(start: asyncio.Future[_T]) -> _T:
-    """The result of ``start`` (an activation's start being written), however many times the
-    caller is cancelled meanwhile: the start lands either way, so its end must be recorded."""
+async def _despite_cancellation(
+    start: asyncio.Future[_T], cancelled: Callable[[], object] | None = None
+) -> _T:
+    """The result of ``start`` (an activation's start or interruption being written), however
+    many times the caller is cancelled meanwhile (each time calling ``cancelled``): the write
+    lands either way, so what follows it must be recorded."""
     while True:
         try:
             return await asyncio.shield(start)
         except asyncio.CancelledError:
             if start.done():
                 return start.result()
+            if cancelled is not None:
+                cancelled()
 
 
 __all__ = ["ActivationResult", "Approver", "Engine", "RuntimeConfig"]

@@ -35,6 +35,7 @@ from morphz.store.sqlite_migrations import bundled, run_migration, statements
 from morphz.store.sqlite_recall import SqliteRecall
 from morphz.store.sqlite_txn import SqliteRead, SqliteWrite
 from morphz.store.sqlite_wal import WalFile, refuse_lost_wal
+from morphz.store.waiting import GIVE_UP, GIVING_UP_TRY_MS, given_up
 
 _CONTEXT_COLS = (
     "context_id, created_at, version, clock, last_seq, head, window, initial_window, "
@@ -267,7 +268,8 @@ class SqliteStore:
         return holder
 
     def _retry(self, action: object) -> sqlite3.Cursor:
-        """Run ``action`` until it is not refused as busy, or the busy timeout passes."""
+        """Run ``action`` until it is not refused as busy, or the busy timeout passes, or the
+        caller gives up waiting (:mod:`morphz.store.waiting`)."""
         assert callable(action)
         deadline = time.monotonic() + self.busy_timeout
         delay = 0.001
@@ -278,6 +280,10 @@ class SqliteStore:
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc):
                     raise
+                if given_up():  # the caller is being stopped (store/waiting.py)
+                    raise StoreBusyError(
+                        f"gave up waiting for the store {self.path}: another process holds it"
+                    ) from exc
                 if time.monotonic() >= deadline:
                     raise StoreBusyError(
                         f"the store {self.path} stayed locked for {self.busy_timeout:g}s; "
@@ -291,7 +297,16 @@ class SqliteStore:
         an interrupt left open on it is rolled back first."""
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-        self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+        if GIVE_UP.get() is None:
+            self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+            return
+        # a caller that may give up waiting (store/waiting.py) waits in _retry's loop, which
+        # looks at it between tries, not seconds at a time in SQLite's busy handler
+        conn.execute(f"PRAGMA busy_timeout = {GIVING_UP_TRY_MS}")
+        try:
+            self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(min(self.busy_timeout, 5.0) * 1000)}")
 
     def _migrate(self) -> None:
         """Apply the migrations this store lacks, in one write transaction; an up-to-date store

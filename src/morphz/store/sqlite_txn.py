@@ -26,6 +26,7 @@ _SQL_TIME_US = (
     "THEN substr(time, 27) ELSE substr(time, 20) END) AS INTEGER) * 1000000 + "
     "CASE WHEN substr(time, 20, 1) = '.' THEN CAST(substr(time, 21, 6) AS INTEGER) ELSE 0 END)"
 )
+EVENT_BATCH = 1000  # events read per query by events()
 _EVENT_COLS = (
     "context_id, seq, kind, session_id, time, recorded_at, text, meta, payload, "
     "version, clock, head"
@@ -266,26 +267,36 @@ class SqliteRead(RuntimeRows):
     # -- wider reads
 
     def events(self, after_seq: int = 0, limit: int | None = None) -> Iterator[Event]:
-        cursor = self.conn.execute(
-            f"SELECT {_EVENT_COLS} FROM events WHERE context_id = ? AND seq > ? ORDER BY seq "
-            "LIMIT ?",
-            (self.cid, after_seq, -1 if limit is None else min(limit, 2**63 - 1)),
-        )
-        while True:
-            try:
-                rows = cursor.fetchmany(1000)
-            except sqlite3.OperationalError as exc:
-                if "decode" not in str(exc):
-                    raise
-                raise StoreError(
-                    f"an event of context '{self.cid}' after @e{after_seq} cannot be read: its "
-                    f"stored text is not UTF-8 ({exc}): the store is damaged; run `morphz context "
-                    f"audit {self.cid}` to see what else is, and restore the store from a backup"
-                ) from ValueError(str(exc))
+        """The events after ``after_seq``, read 1,000 at a time, each batch fetched whole: no
+        statement stays open while the caller works on them, so one it abandons (an exception,
+        Ctrl-C, whose traceback keeps this generator alive) holds no table locked."""
+        left = None if limit is None else min(limit, 2**63 - 1)
+        while left is None or left > 0:
+            size = EVENT_BATCH if left is None else min(EVENT_BATCH, left)
+            rows = self._event_rows(after_seq, size)
             if not rows:
                 return
             after_seq = rows[-1][1]
+            left = None if left is None else left - len(rows)
             yield from map(_event, rows)
+            if len(rows) < size:
+                return
+
+    def _event_rows(self, after_seq: int, size: int) -> list[tuple[Any, ...]]:
+        try:
+            return self.conn.execute(
+                f"SELECT {_EVENT_COLS} FROM events WHERE context_id = ? AND seq > ? ORDER BY seq "
+                "LIMIT ?",
+                (self.cid, after_seq, size),
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc):
+                raise
+            raise StoreError(
+                f"an event of context '{self.cid}' after @e{after_seq} cannot be read: its "
+                f"stored text is not UTF-8 ({exc}): the store is damaged; run `morphz context "
+                f"audit {self.cid}` to see what else is, and restore the store from a backup"
+            ) from ValueError(str(exc))
 
     def event_times(self) -> Iterator[tuple[int, str, int | None]]:
         """(seq, time, time_us) of the events whose stored microseconds SQLite cannot confirm:

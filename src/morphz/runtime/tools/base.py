@@ -107,14 +107,16 @@ class ToolContext:
         job.add_done_callback(self.pending.discard)
         return job
 
-    async def settle(self) -> None:
+    async def settle(self, cancelled: Callable[[], object] | None = None) -> None:
         """Wait until the work :meth:`in_thread` started has ended, however often the caller
-        is cancelled meanwhile (its results and errors went, or go, to their own callers)."""
+        is cancelled meanwhile (each time calling ``cancelled``; its results and errors went,
+        or go, to their own callers)."""
         while self.pending:
             try:
                 await asyncio.shield(asyncio.gather(*self.pending, return_exceptions=True))
             except asyncio.CancelledError:
-                continue
+                if cancelled is not None:
+                    cancelled()
 
 
 @dataclass(frozen=True, slots=True)
