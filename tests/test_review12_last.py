@@ -65,7 +65,7 @@ def test_an_activation_whose_start_is_written_during_the_loops_shutdown_gets_its
 ) -> None:
     """Ctrl-C while an activation's start (``begin_activation``: the user message and the
     activation row) is being written: the engine waits for the start to land and records the
-    end ("cancelled as it started", engine.py ``run`` / ``_despite_cancellation``). A second
+    end ("cancelled as it started", engine.py ``run``, ending.py ``despite_cancellation``). A
     Ctrl-C makes asyncio.run close, which cancels every task left. Expected: the start still
     lands and the activation is recorded as ended (interrupted), as review 12's fix made sure
     for every write that goes through ``ToolContext.in_thread`` (the executor's future, which

@@ -31,12 +31,11 @@ the rebase rules.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from morphz import events as ev
 from morphz import owners
@@ -45,12 +44,13 @@ from morphz.encoding.compile import Encoding
 from morphz.encoding.options import EncodeOptions
 from morphz.encoding.prefix import PrefixMeter, request_text
 from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens, exact_counter
-from morphz.errors import InputError, StoreBusyError, StoreError
+from morphz.errors import StoreError
 from morphz.ids import ref_seq
 from morphz.observe import Observation
 from morphz.runtime import batches
 from morphz.runtime.calls import Calls
 from morphz.runtime.costs import output_tokens
+from morphz.runtime.ending import Ending, despite_cancellation
 from morphz.runtime.floor import Floors, store_folder
 from morphz.runtime.models.base import (
     ContextTooLongError,
@@ -207,13 +207,13 @@ class Engine:
         try:
             root, act = await asyncio.shield(start)
         except asyncio.CancelledError:  # the start is being written: record the end too
-            root, act = await _despite_cancellation(start)
+            root, act = await despite_cancellation(start)
             cancelled = _Run(self, act, session, root.seq, goal or "answer the user", floors=floors)
-            await asyncio.shield(cancelled.finish("interrupted", "cancelled as it started"))
+            await asyncio.shield(cancelled.end.finish("interrupted", "cancelled as it started"))
             raise
         run = _Run(self, act, session, root.seq, goal or "answer the user", floors=floors)
         run.result.events.append(root.ref)
-        token = GIVE_UP.set(run.give_up)  # the run's threads inherit it
+        token = GIVE_UP.set(run.end.give_up)  # the run's threads inherit it
         try:
             return await self._loop(run)
         finally:  # however it ended, this process no longer runs it (its end may be unrecorded)
@@ -224,15 +224,15 @@ class Engine:
         try:
             await run.loop()
         except ApprovalEnded as exc:  # the person's input ended at an approval prompt
-            await run.interrupted(exc.message)
+            await run.end.interrupted(exc.message)
             raise
         except Exception as exc:  # a bug or an unexpected error of the model: say which
             said = f"an unexpected error stopped the activation: {type(exc).__name__}: {exc}"
-            await run.interrupted(said[:2000])
+            await run.end.interrupted(said[:2000])
             raise
         except BaseException as exc:
             try:
-                await run.interrupted("the process stopped mid-activation")
+                await run.end.interrupted("the process stopped mid-activation")
             except StoreError as unrecorded:  # the stop is what to report, with this
                 exc.add_note(unrecorded.message)
             raise
@@ -269,9 +269,6 @@ class _Run:
         self.requests = RequestSequence(
             engine.answered, session, delta=config.delta, messages=config.delta_messages
         )
-        # set when the activation is cancelled again while its interruption is being recorded
-        # (a second Ctrl-C): its writes stop waiting for a store another process holds
-        self.give_up = threading.Event()
         self.tc = ToolContext(
             engine.ctx,
             session,
@@ -284,6 +281,7 @@ class _Run:
             floors[1],
         )
         self.calls = Calls(engine, self.tc, session, self.result.events)
+        self.end = Ending(engine.ctx, activation, self.tc, self.calls, self.result)
 
     # -- the loop
 
@@ -311,14 +309,14 @@ class _Run:
                 continue
             except ProviderError as exc:
                 said = valid_text(exc.message)  # a provider's words may hold lone surrogates
-                await self.finish("failed", f"model provider error ({exc.code}): {said}")
+                await self.end.finish("failed", f"model provider error ({exc.code}): {said}")
                 return
             self.requests.answered(request)
             sent = self.refusals.answered(sent)  # those refused before: they left no event
             await self._calibrate(request, response)
             if await self._handle(response, sent):
                 return
-        await self.finish("failed", f"the step limit ({config.step_limit}) was reached")
+        await self.end.finish("failed", f"the step limit ({config.step_limit}) was reached")
 
     def _refused(
         self, request: ModelRequest, said: str, piled: bool, sent: dict[str, object]
@@ -359,7 +357,7 @@ class _Run:
         if not await self._fits(encoding):
             batch = await self._batch(encoding)
             if batch is None:
-                await self.finish("failed", self._pending_failure)
+                await self.end.finish("failed", self._pending_failure)
                 return None
             encoding, self.maintenance = batch, True  # a batch is a maintenance request
         tools = tuple(t.schema for t in self.e.tools.offered(self.maintenance))
@@ -525,11 +523,11 @@ class _Run:
                 if note:
                     raise_it = cut_kind(response) == "output-limit"
                     said += f": {note}" + (" (raise max_output_tokens)" if raise_it else "")
-                await self.finish("failed", said)
+                await self.end.finish("failed", said)
                 return True
             self.result.reply = valid_text(response.text)
             await self._observe_reply(reply.ref)
-            await self.finish("delivered", note)
+            await self.end.finish("delivered", note)
             return True
         await self.calls.run_reply(response.tool_calls, note, self.maintenance)
         self.previous = {ref_seq(ref) for ref in self.result.events[start + 1 :]}
@@ -543,97 +541,6 @@ class _Run:
         answer = Observation("agent_reply", self.result.reply or "", meta=meta)
         events = await self.tc.in_thread(self.e.ctx.observe_batch, [answer], session=self.session)
         self.result.events.extend(e.ref for e in events)
-
-    async def interrupted(self, reason: str) -> None:
-        """End the activation as interrupted: the work still being written lands first, then
-        the results of the calls that ran (never lost with the interruption), then the end.
-        Cancelled again meanwhile (a second Ctrl-C), it still waits for its writes, but they
-        give up waiting for a store another process holds (:attr:`give_up`): a busy store then
-        leaves the activation running, for ``Context.interrupt_orphaned`` to mark, with a
-        StoreBusyError that says so."""
-        await self.tc.settle(self.give_up.set)
-        job = asyncio.ensure_future(self._interrupted(reason))
-        failed = await _despite_cancellation(job, self.give_up.set)
-        if failed is not None and not isinstance(failed, asyncio.CancelledError):
-            raise failed
-
-    async def _interrupted(self, reason: str) -> BaseException | None:
-        """Record the interruption; what kept it from being recorded is returned, for
-        :meth:`interrupted` to raise: the event loop's shutdown (a second Ctrl-C) cancels
-        this task too, and a task that ends there with an error is logged with a traceback."""
-        try:
-            await self._record_interruption(reason)
-        except StoreBusyError as exc:
-            cid = self.e.ctx.id
-            unrecorded = StoreBusyError(
-                f"{exc.message}; activation {self.activation} could not be recorded "
-                f"interrupted, so it is still marked running: `morphz context recover {cid}` "
-                "(Context.interrupt_orphaned) marks it once this process has ended, as the "
-                "next exec or chat does"
-            )
-            unrecorded.__cause__ = exc
-            return unrecorded
-        except BaseException as exc:  # raised by interrupted(), not lost
-            return exc
-        return None
-
-    async def _record_interruption(self, reason: str) -> None:
-        try:
-            self.calls.reclaim()  # results whose write failed after a cancel: recorded now
-            await self.calls.record()
-        except StoreBusyError:  # the end would wait for the same store: it stays running
-            await self.tc.settle(self.give_up.set)
-            raise
-        except BaseException:  # cancelled again meanwhile: the results being written land
-            await self.tc.settle(self.give_up.set)
-            await self.finish("interrupted", reason)
-            raise
-        await self.tc.settle(self.give_up.set)
-        await self.finish("interrupted", reason)
-
-    async def finish(self, state: str, reason: str | None) -> None:
-        """Record the activation's end, then take it as ended: if the record fails, the state
-        stays running, so the caller's cleanup (``interrupted``) records it again."""
-        if self.result.state != "running":
-            return
-        try:
-            await asyncio.to_thread(self.e.ctx.finish_activation, self.activation, state, reason)
-        except InputError:
-            # not running any more: its end is recorded already, by an earlier finish of ours
-            # whose caller was cancelled as it wrote, or by another process that interrupted it.
-            # The record stands, and the result says what it says.
-            recorded = await asyncio.to_thread(self._recorded_end)
-            if recorded is None:
-                raise
-            state, reason = recorded
-        self.result.state, self.result.reason = state, reason
-
-    def _recorded_end(self) -> tuple[str, str | None] | None:
-        """The state and reason this activation's end was recorded with, or None (running)."""
-        found = self.e.ctx.activation(self.activation)
-        if found is None or found.finished_seq is None:
-            return None
-        payload = self.e.ctx.event(found.finished_seq).payload or {}
-        return found.state, payload.get("reason")
-
-
-_T = TypeVar("_T")
-
-
-async def _despite_cancellation(
-    start: asyncio.Future[_T], cancelled: Callable[[], object] | None = None
-) -> _T:
-    """The result of ``start`` (an activation's start or interruption being written), however
-    many times the caller is cancelled meanwhile (each time calling ``cancelled``): the write
-    lands either way, so what follows it must be recorded."""
-    while True:
-        try:
-            return await asyncio.shield(start)
-        except asyncio.CancelledError:
-            if start.done():
-                return start.result()
-            if cancelled is not None:
-                cancelled()
 
 
 __all__ = ["ActivationResult", "Approver", "Engine", "RuntimeConfig"]
