@@ -31,7 +31,14 @@ from morphz.errors import (
 from morphz.mind.state import GENESIS_HEAD
 from morphz.store.base import ContextRow
 from morphz.store.sqlite_files import damage, explained
-from morphz.store.sqlite_migrations import bundled, run_migration, statements
+from morphz.store.sqlite_migrations import (
+    WRITER_GUARD,
+    applied,
+    bundled,
+    run_migration,
+    statements,
+    writer_guard,
+)
 from morphz.store.sqlite_recall import SqliteRecall
 from morphz.store.sqlite_txn import SqliteRead, SqliteWrite
 from morphz.store.sqlite_wal import WalFile, refuse_lost_wal
@@ -219,6 +226,7 @@ class SqliteStore:
         conn.execute(f"PRAGMA busy_timeout = {int(min(self.busy_timeout, 5.0) * 1000)}")
         if read_only:  # a store that is open is in WAL mode already
             return conn
+        conn.create_function(WRITER_GUARD, 0, writer_guard, deterministic=True)
         self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -324,7 +332,7 @@ class SqliteStore:
                     "CREATE TABLE IF NOT EXISTS schema_migrations "
                     "(number INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
                 )
-                done = {r[0] for r in conn.execute("SELECT number FROM schema_migrations")}
+                done = applied(conn.execute("SELECT number, name FROM schema_migrations"))
                 self._check_newest(done, known)
                 for number, name, sql in known:
                     if number not in done:
@@ -339,12 +347,12 @@ class SqliteStore:
         """The migrations this store has (none when it has no migrations table yet)."""
         conn = self._writer
         try:
-            rows = self._retry(lambda: conn.execute("SELECT number FROM schema_migrations"))
+            rows = self._retry(lambda: conn.execute("SELECT number, name FROM schema_migrations"))
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):
                 return set()
             raise
-        return {r[0] for r in rows}
+        return applied(rows)
 
     def _check_newest(self, done: set[int], known: list[tuple[int, str, str]]) -> None:
         newest = max((n for n, _, _ in known), default=0)

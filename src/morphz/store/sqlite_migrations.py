@@ -10,7 +10,7 @@ inspects the schema it finds (0017).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from importlib import resources
 
 from morphz.errors import SchemaError
@@ -151,6 +151,29 @@ AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
 }
 
 
+# Names a number was recorded under before the migrations were renumbered (thirteenth session:
+# 0017_recall_replies_and_pins was on main for minutes before it became 0019): a store that
+# recorded one lacks the migration bundled under that number, which is written to run again
+SUPERSEDED: dict[int, frozenset[str]] = {17: frozenset({"0017_recall_replies_and_pins"})}
+
+
+def applied(rows: Iterable[tuple[int, str]]) -> set[int]:
+    """The migrations a store has, from its ``schema_migrations`` rows (number, name): a row
+    recorded under a superseded name does not count."""
+    return {number for number, name in rows if name not in SUPERSEDED.get(number, ())}
+
+
+WRITER_GUARD = "morphz_upgraded_store_guard"
+
+
+def writer_guard() -> None:
+    """The SQL function ``morphz_upgraded_store_guard`` that migration 0023's trigger calls
+    before every event is written: registered on this Morphz's writer connections only, so a
+    process of a Morphz older than 0023 (which does not check the schema before it writes)
+    cannot append to a store upgraded beside it."""
+    return None
+
+
 def run_migration(conn: sqlite3.Connection, number: int, name: str, sql: str) -> None:
     """Apply migration ``number`` (its SQL, then its Python step) and record it, inside the
     caller's write transaction."""
@@ -158,4 +181,6 @@ def run_migration(conn: sqlite3.Connection, number: int, name: str, sql: str) ->
         conn.execute(statement)
     if number in AFTER:
         AFTER[number](conn)
-    conn.execute("INSERT INTO schema_migrations VALUES (?, ?, datetime('now'))", (number, name))
+    conn.execute(  # OR REPLACE: a row of a superseded name (SUPERSEDED) is replaced
+        "INSERT OR REPLACE INTO schema_migrations VALUES (?, ?, datetime('now'))", (number, name)
+    )
