@@ -6,6 +6,7 @@ the environment (see :mod:`morphz.runtime.config`). Reference: docs/cli.md.
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import json
 import os
@@ -28,6 +29,7 @@ from morphz.checks import check_id, check_text
 from morphz.database import store_path
 from morphz.ids import ref_seq
 from morphz.interfaces import render, stopping
+from morphz.interfaces.approval_text import shown_call
 from morphz.interfaces.cli import (
     db_option,
     emit,
@@ -138,7 +140,7 @@ def prepare(
         step_limit=settings.step_limit,
         protected_paths=protected,
         budget_keys=settings.budget,
-        approver=_ask if interactive else None,
+        approver=functools.partial(_ask, workspace=workspace.resolve()) if interactive else None,
         ask_default=settings.ask_default,
         delta=settings.delta_for(spec),
         delta_messages=settings.delta_messages_for(spec),
@@ -148,11 +150,13 @@ def prepare(
     return Agent(model, tools, config)
 
 
-async def _ask(tool: Tool, args: dict[str, Any]) -> bool:
+async def _ask(tool: Tool, args: dict[str, Any], workspace: Path | None = None) -> bool:
     """A person's approval of ``tool`` called with ``args``: shown whole, however long, so that
-    they approve exactly what runs. The answer is read in a daemon thread, not the loop's
-    executor: after Ctrl-C the loop's shutdown does not wait for a line that never comes."""
-    shown = ", ".join(f"{_argument_name(k)}={v!r}" for k, v in args.items())
+    they approve exactly what runs (:mod:`.approval_text`: long blank runs counted, a path that
+    a symlink leads elsewhere in ``workspace`` with where it resolves to). The answer is read in
+    a daemon thread, not the loop's executor: after Ctrl-C the loop's shutdown does not wait for
+    a line that never comes."""
+    shown = shown_call(args, workspace)
     show_new = _SHOW_NEW.get()
     if show_new is not None:  # what led to the question comes before it
         await show_new()
@@ -181,13 +185,6 @@ async def _ask(tool: Tool, args: dict[str, Any]) -> bool:
 
     threading.Thread(target=read, name="morphz-approval", daemon=True).start()
     return await answer
-
-
-def _argument_name(name: str) -> str:
-    """An argument's name as the approval prompt shows it: as written when it is a plain name,
-    else quoted with its control characters escaped (repr), like the values, so that a name
-    the model chose cannot redraw the prompt."""
-    return name if name.isidentifier() and name.isprintable() else repr(name)
 
 
 def _model_spec(given: str | None, settings: Settings) -> str:

@@ -35,16 +35,25 @@ MAX_CELL = 60
 
 
 def visible(text: str) -> str:
-    """``text`` with its control characters but line breaks shown as ``\\xNN``: what a
-    shortened or wrapped view of stored content prints, so that an escape sequence in a tool's
-    output or a frame body cannot drive the terminal (change colours, clear the screen), least
-    of all half of one, cut off. Exact-content outputs (the encoding, a recall read, the reply)
-    print text as stored."""
+    """``text`` with its control characters but line breaks shown as ``\\xNN``, and its format
+    characters (bidi overrides and isolates, zero-width ones) as ``\\uXXXX``, as ``repr`` shows
+    them: what a shortened or wrapped view of stored content prints, so that an escape sequence
+    in a tool's output or a frame body cannot drive the terminal (change colours, clear the
+    screen), least of all half of one, cut off, and a right-to-left override cannot show a
+    command reordered. Exact-content outputs (the encoding, a recall read, the reply) print text
+    as stored."""
     if text.isprintable():
         return text
-    return "".join(
-        c if c == "\n" or unicodedata.category(c) != "Cc" else f"\\x{ord(c):02x}" for c in text
-    )
+    return "".join(c if c == "\n" else _shown(c) for c in text)
+
+
+def _shown(c: str) -> str:
+    kind = unicodedata.category(c)
+    if kind == "Cc":
+        return f"\\x{ord(c):02x}"
+    if kind == "Cf":
+        return f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+    return c
 
 
 def _cell_lines(cell: str, width: int) -> list[str]:

@@ -40,12 +40,20 @@ _ADVICE = "simplify it, anchor it with literal text, or pass regex=false for the
 
 
 def literal_search(
-    query: str, ignore_case: bool, files: Iterable[tuple[str, str]], limit: int
+    query: str,
+    ignore_case: bool,
+    files: Iterable[tuple[str, str]],
+    limit: int,
+    until: Callable[[], bool] | None = None,
 ) -> Found:
-    """The lines holding ``query`` (ignoring case: both case-folded), in the agent's process."""
+    """The lines holding ``query`` (ignoring case: both case-folded), in the agent's process;
+    once ``until()`` is true (looked at before each file), those found so far, ``stop`` being
+    "cancelled"."""
     found = Found()
     match = _literal(query, ignore_case)
-    scan(files, match, limit=limit, line_chars=SEARCH_LINE_CHARS, found=found)
+    scan(files, match, limit=limit, line_chars=SEARCH_LINE_CHARS, found=found, until=until)
+    if found.stop is None and until is not None and until():  # the walk ended for it
+        found.stop = "cancelled"
     return found
 
 
@@ -231,6 +239,8 @@ def notes(found: Found) -> list[str]:
             f"[line(s) longer than {SEARCH_LINE_CHARS} characters were searched in their "
             f"first {SEARCH_LINE_CHARS} only: {found.lines_cut}]"
         )
+    if found.stop == "cancelled":
+        out.append("[the search was cancelled: these are the matches found so far]")
     if found.stop == "time":
         out.append(
             f"[the regex search stopped after {REGEX_SEARCH_S:g} s: these are the matches "

@@ -9,8 +9,10 @@ companions.
 
 Content hashes are the SHA-256 of the file's bytes. Walking lists entries in sorted pre-order and
 never enters a symlinked directory; globs are matched without unbounded backtracking. The size
-caps bound what one search or read looks at. Writes are whole or nothing: an overwrite replaces
-the file with a complete temporary one, a creation links one into place.
+caps bound what one search or read looks at, and a read or hash stops once the activation is
+cancelled. Writes are whole or nothing: an overwrite replaces the file with a complete temporary
+one (flushed to the disk first), a creation links one into place; a process killed meanwhile
+leaves a ``.morphz-*.tmp`` file beside the target, which is unchanged.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from morphz.runtime.tools.base import ToolContext, ToolError
 from morphz.runtime.tools.scanlines import BINARY_PROBE, is_binary  # (the search child's)
@@ -33,6 +37,10 @@ SEARCH_MAX_FILE_BYTES = 2 * 1024 * 1024
 SEARCH_SKIPPED_DIRS = frozenset({".git", ".hg", ".svn"})
 READ_MAX_CHARS = 20_000  # one read_file page at most
 HASH_CHUNK = 1 << 20  # bytes read at a time to hash a file
+# read_file hashes and counts the lines of files up to this size on every page, and edit_file
+# edits them; a larger file is read page by page without (only as far as the page) and is
+# changed with exec
+HASH_MAX_BYTES = 256 << 20
 
 
 # --- resolving and guarding ---------------------------------------------------------------
@@ -203,54 +211,131 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One read_file page of a file: the whole file's sha256 and line count (None for a file
+    over :data:`HASH_MAX_BYTES`, which is neither hashed nor read past the page, unless the page
+    lies past its end), the page's lines, the offset to go on with, whether its one line was
+    cut, and whether the file is binary (no page then)."""
+
+    sha256: str | None
+    size: int
+    total: int | None
+    lines: list[str]
+    next_offset: int | None
+    cut: bool
+    binary: bool
+
+
 def read_page(
-    real: Path, offset: int, limit: int, max_chars: int
-) -> tuple[str, int, int, list[str], int | None, bool, bool]:
-    """One pass: hash, size and line count of the whole file, the page, the next offset, whether
-    a line longer than a page was cut, and whether the file is binary (no page then)."""
-    h, size, total, chars = hashlib.sha256(), 0, 0, 0
-    page: list[str] = []
-    next_offset: int | None = None
-    cut = False
+    real: Path, offset: int, limit: int, max_chars: int, until: Callable[[], bool] | None = None
+) -> Page:
+    """The page of ``real`` from line ``offset``: the file is read in chunks (hashed, its lines
+    counted at the speed of ``bytes.count``) to the page's start, and to its end unless it is
+    over :data:`HASH_MAX_BYTES`; then the page is read line by line. ``until()`` is looked at
+    before each chunk: once true, a ToolError stops the read."""
     with real.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
         binary = is_binary(f.read(BINARY_PROBE))
+        whole = size <= HASH_MAX_BYTES
+        if binary and not whole:
+            return Page(None, size, None, [], None, False, True)
         f.seek(0)
-        cap = 4 * max_chars + 4  # bytes: a line longer than this is cut, and never read whole
-        while raw := f.readline(cap):
-            h.update(raw)
-            size += len(raw)
-            rest = raw
-            while not rest.endswith(b"\n") and (rest := f.readline(cap)):  # the rest of a long line
-                h.update(rest)
-                size += len(rest)
-            if not binary and total >= offset and next_offset is None:
-                line = raw.decode("utf-8", "replace")
-                if len(page) == limit or (page and chars + len(line) > max_chars):
-                    next_offset = total
-                elif len(line) > max_chars:
-                    page, cut, next_offset = [line[:max_chars] + "\n"], True, total + 1
-                else:
-                    page.append(line)
-                    chars += len(line)
-            total += 1
-    next_offset = next_offset if next_offset is not None and next_offset < total else None
-    return h.hexdigest(), size, total, page, next_offset, cut, binary
+        spot = _locate(f, None if binary else offset, whole, until)
+        total = spot.lines if spot.end else None
+        if binary or spot.start is None:
+            return Page(spot.digest, size, total, [], None, False, binary)
+        f.seek(spot.start)
+        lines, next_offset, cut = _page_lines(f, offset, limit, max_chars)
+    if total is not None and next_offset is not None and next_offset >= total:
+        next_offset = None
+    return Page(spot.digest, size, total, lines, next_offset, cut, False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Spot:
+    start: int | None  # the byte where the line asked for starts (None: past the end)
+    digest: str | None  # the whole file's sha256 (None: not read whole)
+    lines: int  # lines counted (all of them when ``end``)
+    end: bool  # the file was read to its end
+
+
+def _locate(
+    f: BinaryIO, offset: int | None, whole: bool, until: Callable[[], bool] | None
+) -> _Spot:
+    """Where line ``offset`` starts, reading chunks from the start: to the end (hashing them)
+    when ``whole``, else only to that line. Lines are split at \\n, a last one without it
+    counted."""
+    h = hashlib.sha256() if whole else None
+    pos = newlines = 0
+    start = 0 if offset == 0 else None
+    last = b""
+    while True:
+        stop_if(until)
+        chunk = f.read(HASH_CHUNK)
+        if not chunk:
+            break
+        if h is not None:
+            h.update(chunk)
+        count = chunk.count(b"\n")
+        if start is None and offset is not None and newlines + count >= offset:
+            at = -1
+            for _ in range(offset - newlines):
+                at = chunk.index(b"\n", at + 1)
+            start = pos + at + 1
+        pos, newlines, last = pos + len(chunk), newlines + count, chunk[-1:]
+        if not whole and start is not None:
+            return _Spot(start, None, newlines, False)
+    lines = newlines + (last not in (b"", b"\n"))
+    return _Spot(start, None if h is None else h.hexdigest(), lines, True)
+
+
+def _page_lines(
+    f: BinaryIO, offset: int, limit: int, max_chars: int
+) -> tuple[list[str], int | None, bool]:
+    """The page's lines from the file's position (the start of line ``offset``), the offset to
+    go on with (None: the file ended), and whether its one line, longer than a page, was cut
+    (read no further than ``4 * max_chars + 4`` bytes)."""
+    cap = 4 * max_chars + 4
+    page: list[str] = []
+    chars, number = 0, offset
+    while raw := f.readline(cap):
+        line = raw.decode("utf-8", "replace")
+        if len(page) == limit or (page and chars + len(line) > max_chars):
+            return page, number, False
+        if len(line) > max_chars:  # alone on its page, cut; what follows it is another page
+            more = f.read(1) != b""  # (or the rest of a line cut at ``cap``: a large file's)
+            return [line[:max_chars] + "\n"], number + 1 if more else None, True
+        page.append(line)
+        chars += len(line)
+        number += 1
+    return page, None, False
+
+
+def stop_if(until: Callable[[], bool] | None) -> None:
+    """A ToolError once ``until()`` is true: the activation was cancelled, the work stops."""
+    if until is not None and until():
+        raise ToolError("stopped: the activation was cancelled; nothing was changed")
 
 
 def check_hash(real: Path, expected: str) -> bytes:
     """The content of ``real``, refused unless its sha256 is ``expected`` (the content-hash
-    precondition of every change)."""
+    precondition of every change). It holds the file whole: a caller checks the hash first
+    with :func:`verify_hash`, so that a refused call costs no more than a chunk."""
     current = real.read_bytes()
     _require(sha256_hex(current), expected)
     return current
 
 
-def verify_hash(real: Path, expected: str) -> None:
+def verify_hash(real: Path, expected: str, until: Callable[[], bool] | None = None) -> None:
     """:func:`check_hash` for a caller that does not need the content: hashed in chunks, so a
-    large file is never held in memory."""
+    large file is never held in memory; ``until()`` is looked at before each chunk."""
     h = hashlib.sha256()
     with real.open("rb") as f:
-        while chunk := f.read(HASH_CHUNK):
+        while True:
+            stop_if(until)
+            if not (chunk := f.read(HASH_CHUNK)):
+                break
             h.update(chunk)
     _require(h.hexdigest(), expected)
 
@@ -264,12 +349,15 @@ def _require(digest: str, expected: str) -> None:
 
 
 def replace_atomic(real: Path, data: bytes) -> None:
-    """Atomic overwrite that keeps the file's mode."""
+    """Atomic overwrite that keeps the file's mode: the new content is written to a temporary
+    file beside it and flushed to the disk before it replaces the file, so that after a power
+    loss the file holds the old content or the new, never a part. A process killed meanwhile
+    leaves the temporary file (``.morphz-*.tmp``) and the old content."""
     # a short name of its own: the target's name plus a prefix could pass the 255-byte limit
     fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=".morphz-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            _write_durably(f, data)
         shutil.copymode(real, tmp)
         os.replace(tmp, real)
     except BaseException:
@@ -287,7 +375,7 @@ def create_atomic(real: Path, data: bytes) -> None:
     tmp = _new_temp(real.parent)
     try:
         with tmp.open("wb") as f:
-            f.write(data)
+            _write_durably(f, data)
         try:
             os.link(tmp, real)
         except OSError as exc:
@@ -297,6 +385,14 @@ def create_atomic(real: Path, data: bytes) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def _write_durably(f: BinaryIO, data: bytes) -> None:
+    """``data`` written to ``f`` and flushed to the disk (before the file is renamed or linked
+    into place, so that a power loss cannot leave the new name with partial content)."""
+    f.write(data)
+    f.flush()
+    os.fsync(f.fileno())
 
 
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS}
@@ -325,9 +421,11 @@ def _create_in_place(real: Path, data: bytes) -> None:
 
 __all__ = [
     "BINARY_PROBE",
+    "HASH_MAX_BYTES",
     "READ_MAX_CHARS",
     "SEARCH_MAX_FILE_BYTES",
     "SEARCH_SKIPPED_DIRS",
+    "Page",
     "check_hash",
     "check_writable",
     "create_atomic",
@@ -342,6 +440,7 @@ __all__ = [
     "scan",
     "select",
     "sha256_hex",
+    "stop_if",
     "verify_hash",
     "walk",
 ]

@@ -41,9 +41,9 @@ def is_binary(head: bytes) -> bool:
 class Found:
     """What a search found: matches ``[path, line number, text]`` in path order, binary files
     skipped, lines searched in their first characters only, and why it stopped early: "limit"
-    (more matches than asked for), "time" or "memory"; for a refused regex, ``error`` (it does
-    not compile) or ``slow`` (``[path, line]`` where one line took too long; ``["", 0]``: the
-    compilation did)."""
+    (more matches than asked for), "time", "memory" or "cancelled"; for a refused regex,
+    ``error`` (it does not compile) or ``slow`` (``[path, line]`` where one line took too long;
+    ``["", 0]``: the compilation did)."""
 
     matches: list[list[Any]] = field(default_factory=list)
     binary: int = 0
@@ -106,11 +106,16 @@ def scan(
     line_chars: int,
     found: Found,
     clock: Clock | None = None,
+    until: Callable[[], bool] | None = None,
 ) -> None:
     """Match the lines of ``files`` (``(path shown, path to read)``), numbered as read_file
     numbers them (split at \\n only: splitlines also breaks at \\f, \\r...) and each cut at
-    ``line_chars``, until more than ``limit`` match."""
+    ``line_chars``, until more than ``limit`` match, or ``until()`` is true before a file (the
+    search was cancelled: ``stop`` is "cancelled")."""
     for rel, path in files:
+        if until is not None and until():
+            found.stop = "cancelled"
+            return
         if clock is not None:
             clock.check()
             clock.rel, clock.number, clock.busy = rel, 0, True

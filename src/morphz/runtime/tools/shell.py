@@ -2,7 +2,10 @@
 
 The command runs through ``/bin/sh`` (``asyncio.create_subprocess_shell``) in its own process
 group, with stdin closed and stderr merged into stdout. When the command finishes, or times out,
-or the call is cancelled, the whole group is killed, so no background process outlives the call.
+or the call is cancelled, the whole group is killed: its background jobs do not outlive the call.
+A process that leaves the group by starting a session of its own (``setsid``, a daemon's double
+fork) is not in it and does outlive the call, and the agent; the tool's description says so
+(in as many bytes as it had: the benchmarks' documented schema size stays true).
 Output is kept within a cap (head and tail, with a marker for what was left out) while it is
 read, so a chatty command never fills memory.
 """
@@ -219,8 +222,8 @@ def exec_tool(
         ToolSchema(
             "exec",
             "Run a shell command in the workspace (stdout and stderr together, capped at "
-            f"{max_output_chars} characters keeping head and tail). Background processes are "
-            "killed when the command ends or times out.",
+            f"{max_output_chars} characters keeping head and tail). Background jobs die when it "
+            "ends or times out; setsid ones survive.",
             _EXEC,
         ),
         run,

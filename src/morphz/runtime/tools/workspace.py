@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 import stat
 import threading
 from collections.abc import Callable, Iterator
@@ -33,9 +34,11 @@ from morphz.runtime.tools.base import (
 )
 from morphz.runtime.tools.linesearch import literal_search, notes, regex_search
 from morphz.runtime.tools.paths import (
+    HASH_MAX_BYTES,
     READ_MAX_CHARS,
     SEARCH_MAX_FILE_BYTES,
     SEARCH_SKIPPED_DIRS,
+    Page,
     check_hash,
     check_writable,
     create_atomic,
@@ -53,6 +56,7 @@ from morphz.txlang.sexpr import unicode_problem
 
 _MATCH_LINE_CHARS = 300
 _WRITE_LOCK = threading.Lock()  # hash check and write are one step within this process
+_WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 _SHA = {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -228,12 +232,18 @@ _SEARCH = params(
 
 
 def _searchable(
-    tc: ToolContext, top: Path, glob: str | None, skipped: dict[str, int], until: threading.Event
+    tc: ToolContext, top: Path, glob: str | None, skipped: dict[str, int], done: threading.Event
 ) -> Iterator[tuple[str, str]]:
-    """The files to search under ``top``, as (path shown, real path), until ``until`` is set;
-    those linking outside the workspace or over the size cap are counted in ``skipped``. A bad
-    glob is refused at once, not when the files are first asked for."""
-    return _checked(tc, select(top, glob, True, SEARCH_SKIPPED_DIRS, until.is_set), skipped)
+    """The files to search under ``top``, as (path shown, real path), until ``done`` or the
+    activation's cancellation is set (the walk looks before each entry, so a glob that matches
+    nothing in a large tree stops too); those linking outside the workspace or over the size
+    cap are counted in ``skipped``. A bad glob is refused at once, not when the files are first
+    asked for."""
+
+    def until() -> bool:
+        return done.is_set() or tc.cancelled.is_set()
+
+    return _checked(tc, select(top, glob, True, SEARCH_SKIPPED_DIRS, until), skipped)
 
 
 def _checked(
@@ -266,7 +276,7 @@ def _search(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
             query, a["ignore_case"], files, limit, done=done, cancelled=tc.cancelled
         )
     else:
-        found = literal_search(query, a["ignore_case"], files, limit)
+        found = literal_search(query, a["ignore_case"], files, limit, until=tc.cancelled.is_set)
     skipped["binary"] = found.binary
     matches = [{"path": p, "line": n, "text": line} for p, n, line in found.matches]
     truncated = found.stop is not None
@@ -308,29 +318,46 @@ def _reader(max_chars: int) -> SyncFn:
         real = existing(tc, path)
         if not real.is_file():
             raise ToolError(f"{path!r} is not a file; use list_files to see what is in it")
-        page_info = read_page(real, offset, a["limit"], max_chars)
-        digest, size, total, page, next_offset, cut, binary = page_info
-        rel = relative(tc, real)
-        data: dict[str, Any] = {"path": rel, "sha256": digest, "size": size, "offset": offset}
-        data |= {"lines": len(page), "total_lines": total, "next_offset": next_offset}
-        if binary:
-            text = f"{rel} · binary file, {size} bytes, not shown · sha256: {digest}"
-            return ToolOutcome(text, data={**data, "binary": True})
-        span = f"lines {offset + 1}-{offset + len(page)}" if page else "no lines"
-        out = [f"{rel} · {span} of {total} · {size} bytes · sha256: {digest}", "".join(page)]
-        if cut:
+        page = read_page(real, offset, a["limit"], max_chars, tc.cancelled.is_set)
+        rel, digest, total, lines = relative(tc, real), page.sha256, page.total, page.lines
+        data: dict[str, Any] = {"path": rel, "sha256": digest, "size": page.size, "offset": offset}
+        data |= {"lines": len(lines), "total_lines": total, "next_offset": page.next_offset}
+        head = f"{page.size} bytes · sha256: {digest}" if digest else _large(page.size)
+        if page.binary:
+            said = f"{rel} · binary file, {head.replace(' · ', ', not shown · ', 1)}"
+            return ToolOutcome(said, data={**data, "binary": True})
+        span = f"lines {offset + 1}-{offset + len(lines)}" if lines else "no lines"
+        out = [f"{rel} · {span}{'' if total is None else f' of {total}'} · {head}", "".join(lines)]
+        if page.cut:
             out.append(f"[line {offset + 1} is cut at {max_chars} characters; see it with exec]")
-        if next_offset is not None:
-            out.append(
-                f"[lines {next_offset + 1}-{total} not shown: read_file offset={next_offset}]"
-            )
-        elif offset >= total > 0:
-            out.append(f"[offset {offset} is past the end: the file has {total} lines]")
+        out += _read_notes(page, offset, rel)
         if len(out) > 2 and out[1] and not out[1].endswith("\n"):
             out[1] += "\n"
         return ToolOutcome(out[0] + "\n" + out[1] + "\n".join(out[2:]), data=data)
 
     return read
+
+
+def _large(size: int) -> str:
+    return (
+        f"{size} bytes, over {HASH_MAX_BYTES >> 20} MiB: no line count and no sha256 "
+        "(write_file and edit_file do not change it; exec does)"
+    )
+
+
+def _read_notes(page: Page, offset: int, rel: str) -> list[str]:
+    """What a page says about the lines after it, or an offset past the end."""
+    going_on, total = page.next_offset, page.total
+    if going_on is not None and total is not None:
+        return [f"[lines {going_on + 1}-{total} not shown: read_file offset={going_on}]"]
+    if going_on is not None:
+        return [
+            f"[more lines follow: read_file offset={going_on}; the file's end: exec "
+            f"'tail -n 100 {shlex.quote(rel)}']"
+        ]
+    if total is not None and offset >= total > 0:
+        return [f"[offset {offset} is past the end: the file has {total} lines]"]
+    return []
 
 
 def read_file_tool(policy: Policy = "allow", max_chars: int = READ_MAX_CHARS) -> Tool:
@@ -369,7 +396,24 @@ def _target(a: dict[str, Any], tc: ToolContext) -> Path:
     check_writable(tc, real, a["path"])
     if real.exists() and not real.is_file():
         raise ToolError(f"{a['path']!r} is not a file; give the path of a file")
+    if real.exists() and not real.stat().st_mode & _WRITE_BITS:
+        # its mode, not os.access: to root every file is writable
+        raise ToolError(
+            f"{a['path']!r} is read-only (its permissions let no one write it): someone "
+            "protected it; leave it as it is, or ask the person to make it writable"
+        )
     return real
+
+
+def _folder_for(tc: ToolContext, real: Path, path: str) -> None:
+    """Create the missing folders above ``real``; refused where one of them is a file."""
+    above = next((p for p in real.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise ToolError(
+            f"{relative(tc, above)!r} is a file, not a folder: {path!r} cannot be created "
+            "below it; choose another path"
+        )
+    real.parent.mkdir(parents=True, exist_ok=True)
 
 
 def _written(tc: ToolContext, real: Path, data: bytes, action: str) -> ToolOutcome:
@@ -387,13 +431,13 @@ def _write(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
             if expected is None:
                 msg = "read it and pass its sha256 as expected_sha256 to overwrite it"
                 raise ToolError(f"{a['path']!r} already exists; {msg}")
-            verify_hash(real, expected)
+            verify_hash(real, expected, tc.cancelled.is_set)
             replace_atomic(real, data)
             return _written(tc, real, data, "overwrote")
         if expected is not None:
             msg = "omit expected_sha256 to create it, or check the path with list_files"
             raise ToolError(f"no file at {a['path']!r} to overwrite; {msg}")
-        real.parent.mkdir(parents=True, exist_ok=True)
+        _folder_for(tc, real, a["path"])
         create_atomic(real, data)  # whole or not at all; never clobbers a file made meanwhile
         return _written(tc, real, data, "created")
 
@@ -405,6 +449,12 @@ def _edit(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     with _WRITE_LOCK:
         if not real.is_file():
             raise ToolError(f"no file at {a['path']!r}; create it with write_file")
+        if real.stat().st_size > HASH_MAX_BYTES:
+            raise ToolError(
+                f"{a['path']!r} is over {HASH_MAX_BYTES >> 20} MiB, too large for edit_file "
+                "(it would hold it whole in memory); change it with exec (sed, a script)"
+            )
+        verify_hash(real, a["expected_sha256"], tc.cancelled.is_set)  # in chunks, before loading
         try:
             text = check_hash(real, a["expected_sha256"]).decode("utf-8")
         except UnicodeDecodeError:

@@ -1,0 +1,69 @@
+"""How an approval prompt shows a tool call: every argument whole, so that the person approves
+exactly what runs, and readable on a terminal.
+
+Values are shown as ``repr`` shows them (control and format characters escaped, so a value
+cannot redraw the prompt or show itself reordered), with two additions: a long run of one white
+space character is shown counted, as a Python expression (``'rm -rf ~;' + ' ' * 10000 + 'ls'``),
+so that blanks cannot scroll the head of a command off the screen; and a path argument that
+resolves elsewhere through a symlink names the file it reaches (``path='docs/notes.md'
+(resolves to '.git/hooks/pre-commit')``), the one a write changes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+LONG_RUN = 40  # white space characters in a row shown counted (deep indentation stays as is)
+PATH_ARGUMENTS = ("path", "cwd")  # the arguments the workspace tools resolve in the workspace
+_RUN = re.compile(rf"(\s)\1{{{LONG_RUN - 1},}}")
+
+
+def shown_call(args: dict[str, Any], workspace: Path | None = None) -> str:
+    """``args`` as the prompt shows them: ``name=value, ...``; with ``workspace`` (resolved),
+    each path argument that resolves elsewhere is followed by where it resolves to."""
+    return ", ".join(
+        f"{argument_name(k)}={shown_value(v)}{_resolved(k, v, workspace)}" for k, v in args.items()
+    )
+
+
+def argument_name(name: str) -> str:
+    """An argument's name as the approval prompt shows it: as written when it is a plain name,
+    else quoted with its control characters escaped (repr), like the values, so that a name
+    the model chose cannot redraw the prompt."""
+    return name if name.isidentifier() and name.isprintable() else repr(name)
+
+
+def shown_value(value: Any) -> str:
+    """``repr(value)``; for a text with long runs of one white space character, its pieces and
+    those runs counted, joined by ``+`` (the expression equals the text)."""
+    if not isinstance(value, str) or _RUN.search(value) is None:
+        return repr(value)
+    parts, at = [], 0
+    for run in _RUN.finditer(value):
+        if run.start() > at:
+            parts.append(repr(value[at : run.start()]))
+        parts.append(f"{run.group(1)!r} * {len(run.group())}")
+        at = run.end()
+    if at < len(value):
+        parts.append(repr(value[at:]))
+    return " + ".join(parts)
+
+
+def _resolved(name: str, value: Any, workspace: Path | None) -> str:
+    if workspace is None or name not in PATH_ARGUMENTS or not isinstance(value, str):
+        return ""
+    given = workspace / value
+    try:
+        real = given.resolve()
+    except (OSError, RuntimeError, ValueError):  # a loop, a NUL: the tool refuses it itself
+        return ""
+    if real == Path(os.path.normpath(given)):
+        return ""
+    where = real.relative_to(workspace).as_posix() if real.is_relative_to(workspace) else str(real)
+    return f" (resolves to {where!r})"
+
+
+__all__ = ["LONG_RUN", "argument_name", "shown_call", "shown_value"]
