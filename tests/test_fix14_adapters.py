@@ -161,12 +161,15 @@ def test_an_error_null_beside_the_choices_is_an_answer(serve: Answers) -> None:
 
 
 def test_an_anthropic_200_error_is_redacted(serve: Answers) -> None:
-    body = {"type": "error", "error": {"type": "api_error", "message": f"no such key {KEY}"}}
+    """(Its ``error.type`` states the status: authentication_error is a 401.)"""
+    kind = "authentication_error"
+    body = {"type": "error", "error": {"type": kind, "message": f"no such key {KEY}"}}
     server = serve([body])
     model = AnthropicMessagesModel("claude-x", base_url=server.root, api_key=KEY, sleep=_no_wait)
     error = _fails(model)
-    assert type(error) is BadResponseError
+    assert type(error) is AuthError and "(status 401)" in error.message
     assert "no such key ***" in error.message and "Anthropic" in error.message
+    assert len(server.requests) == 1
 
 
 # -- every error the adapter raises is redacted

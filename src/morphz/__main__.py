@@ -1,5 +1,5 @@
 """``python -m morphz``: the command line, as the ``morphz`` script runs it."""
 
-from morphz.interfaces.cli import main
+from morphz.interfaces.cli import run
 
-main()
+run()

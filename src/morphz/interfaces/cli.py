@@ -3,8 +3,10 @@
 Every MorphzError is mapped to output in one place, :meth:`MorphzGroup.invoke`: with
 ``--format=json`` the error object ``{"ok": false, "error": {...}}`` goes to stdout, with
 ``--format=text`` a readable message goes to stderr; the exit status is 1 either way. Usage
-errors stay click's (exit status 2). A command that Ctrl-C, SIGTERM or SIGHUP stopped ends by
-that signal, in :meth:`MorphzGroup.main`. The reference is docs/cli.md.
+errors stay click's (exit status 2). A command that Ctrl-C, SIGTERM or SIGHUP stopped ends the
+process by that signal, in :func:`run` (the ``morphz`` script, ``python -m morphz``); called
+in-process, :data:`main` raises SystemExit as any click program does. The reference is
+docs/cli.md.
 """
 
 from __future__ import annotations
@@ -41,23 +43,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class MorphzGroup(click.Group):
     """The root group; the one place where a MorphzError becomes output and exit status 1, and
-    where a command stopped by a signal ends by it (:mod:`morphz.interfaces.stopping`)."""
+    where a command stopped by a signal is noted (:mod:`morphz.interfaces.stopping`)."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
-        """Run as the process's command line when no ``args`` are given (the ``morphz`` script,
-        ``python -m morphz``: click's test runner gives its own): a command that Ctrl-C,
-        SIGTERM or SIGHUP stopped prints "Aborted!" after its cleanup, as before, and then the
-        process ends by that signal instead of exiting with status 1."""
-        if args or "args" in kwargs:
-            return super().main(*args, **kwargs)
+        """Run the command line; each run starts with no signal noted as having stopped it
+        (acting on one is :func:`run`'s, the process's entry point)."""
         stopping.forget()
-        try:
-            return super().main(*args, **kwargs)
-        except SystemExit as exc:
-            signum = stopping.stopped_by()
-            if signum is not None and exc.code not in (0, None):
-                stopping.end_by(signum)
-            raise
+        return super().main(*args, **kwargs)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -270,6 +262,22 @@ def open_context(db_path: str, context_id: str) -> Iterator[morphz.Context]:
 @click.version_option(morphz.__version__, prog_name="morphz")
 def main() -> None:
     """Morphz: contexts that LLM agents edit through context transactions."""
+
+
+def run() -> NoReturn:
+    """The process's entry point (the ``morphz`` script, ``python -m morphz``): :data:`main`
+    on the command line's arguments; a command that Ctrl-C, SIGTERM or SIGHUP stopped prints
+    "Aborted!" after its cleanup and then ends the process by that signal, as Python ends on an
+    uncaught KeyboardInterrupt. Only here, at the process's top level: a host that calls
+    :data:`main` itself gets the SystemExit and goes on."""
+    try:
+        main.main()
+    except SystemExit as exc:
+        signum = stopping.stopped_by()
+        if signum is not None and exc.code not in (0, None):
+            stopping.end_by(signum)
+        raise
+    raise SystemExit(0)  # (click's standalone mode always exits; this is for the type)
 
 
 @main.group("context")

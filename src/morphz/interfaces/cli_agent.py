@@ -444,8 +444,9 @@ def _converse(runner: asyncio.Runner, engine: Engine, session: str) -> None:
 
 
 def _read_line() -> str | None:
-    """The next line typed, or None at the end of input. A line that is not UTF-8 is refused
-    (said through the one error mapping) and the next one is read."""
+    """The next line typed, or None at the end of input (or Ctrl-C). A line that is not UTF-8
+    is refused (said through the one error mapping) and the next one is read. SIGTERM or SIGHUP
+    at the prompt is no end of input: click's Abort goes on, and the process ends by it."""
     if sys.stdin is None:  # started with standard input closed (<&-): no line will come
         return None
     while True:
@@ -455,6 +456,8 @@ def _read_line() -> str | None:
             return line
         except click.Abort:
             click.echo()  # end the prompt's line, so the shell's prompt starts on its own
+            if stopping.terminated():  # SIGTERM, SIGHUP: the chat ends by it, not as at /quit
+                raise
             return None
         except UnicodeError as exc:  # encoding it, or reading from a stream left strict
             at = f" at character {exc.start + 1}" if isinstance(exc, UnicodeEncodeError) else ""

@@ -39,6 +39,12 @@ def stopped_by() -> int | None:
     return _STOPPED_BY[0] if _STOPPED_BY else None
 
 
+def terminated() -> bool:
+    """Whether SIGTERM or SIGHUP stopped the command (a supervisor, ``kill``, a closed
+    terminal), which no prompt takes as the end of its input, as it may a Ctrl-C."""
+    return stopped_by() not in (None, signal.SIGINT)
+
+
 @contextmanager
 def stopped_like_ctrl_c() -> Iterator[None]:
     """While an agent or the demo runs, SIGTERM and SIGHUP stop it as Ctrl-C does: the
@@ -70,14 +76,25 @@ def _as_sigint(signum: int, frame: FrameType | None) -> None:
     handler(signal.SIGINT, frame)
 
 
+# what Windows reports for a process that Ctrl-C ended (STATUS_CONTROL_C_EXIT, 0xC000013A),
+# as Python's own exit on an uncaught KeyboardInterrupt there; signed, so that every Python's
+# 32-bit exit status conversion takes it
+_WINDOWS_CTRL_C_EXIT = 0xC000013A - 2**32
+
+
 def end_by(signum: int) -> NoReturn:
     """End the process by ``signum`` (its default action), as Python ends on an uncaught
-    KeyboardInterrupt; where signals cannot end it so, exit with 128 + ``signum``."""
+    KeyboardInterrupt; where signals cannot end it so, exit with the status Python would give
+    (on Windows, STATUS_CONTROL_C_EXIT for Ctrl-C; otherwise 128 + ``signum``). A second
+    Ctrl-C meanwhile ends the process by SIGINT at once, with no traceback."""
+    posix = os.name == "posix"
+    if posix and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # (a blocked flush: Ctrl-C still ends it)
+        signal.signal(signum, signal.SIG_DFL)
     for stream in (sys.stdout, sys.stderr):
         with suppress(Exception):  # a closed or broken stream: nothing more can be said
             if stream is not None:
                 stream.flush()
-    if os.name == "posix":
-        signal.signal(signum, signal.SIG_DFL)
+    if posix:
         os.kill(os.getpid(), signum)
-    sys.exit(128 + signum)
+    sys.exit(_WINDOWS_CTRL_C_EXIT if signum == signal.SIGINT and os.name == "nt" else 128 + signum)

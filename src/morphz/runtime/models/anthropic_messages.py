@@ -35,7 +35,7 @@ cached parts apart; the runtime calibrates against the whole input), cached =
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import httpx2
@@ -50,6 +50,7 @@ from morphz.runtime.models.base import (
     ToolSchema,
     Usage,
 )
+from morphz.runtime.models.retry import stated_status
 from morphz.runtime.models.sdk import PREAMBLE, TIMEOUT, SdkAdapter
 
 if TYPE_CHECKING:
@@ -62,6 +63,20 @@ PROVIDER = "Anthropic"
 # the cache lifetime of the marks (the first is the default), or no marks
 PROMPT_CACHE = ("5m", "1h", "off")
 MAX_MARKS = 4  # the API's limit of cache_control breakpoints per request
+# the HTTP status of each of Anthropic's error types (its errors page): an error body that came
+# with HTTP 200 (a proxy, a gateway) states its status only so
+ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
 
 
 def load_sdk() -> ModuleType:
@@ -99,6 +114,14 @@ class AnthropicMessagesModel(SdkAdapter):
 
     def _is_error(self, data: dict[str, Any]) -> bool:
         return data.get("type") == "error"
+
+    def _stated_status(self, data: Mapping[str, object]) -> int | None:
+        """The status of the error's ``type`` (:data:`ERROR_STATUS`), or a numeric one that a
+        proxy put in its place."""
+        inner = data.get("error")
+        kind = inner.get("type") if isinstance(inner, dict) else None
+        status = ERROR_STATUS.get(kind) if isinstance(kind, str) else None
+        return status if status is not None else stated_status(data)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         messages = anthropic_messages(request, self.prompt_cache)

@@ -34,6 +34,7 @@ from morphz.runtime.models.base import (
     ProviderError,
     RateLimitError,
 )
+from morphz.runtime.models.redaction import cut, hidden
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[object]]
@@ -278,19 +279,19 @@ def is_context_too_long(text: str) -> bool:
     return _CONTEXT_TOO_LONG.search(text.lower()) is not None
 
 
-def error_text(message: str, body: object) -> str:
-    """The provider's own error message, with its type and code, as one short line.
+def error_text(message: str, body: object, key: str = "") -> str:
+    """The provider's own error message, with its type and code, as one short line, with the
+    API ``key`` hidden (before the line is cut to its length: :mod:`.redaction`).
 
     ``body`` is the decoded error body as the SDK kept it (an OpenAI-style ``error`` object, an
     Anthropic ``{"type": "error", "error": {...}}``, or the raw text); ``message`` is the SDK's
     message, used when the body says nothing readable."""
     said, tags = _body_parts(body)
-    text = said or message
+    text = hidden(said or message, key)  # (a key the server's own cut went through, too)
     if tags:
         text += f" [{', '.join(tags)}]"
     text = " ".join(_TAGS.sub(" ", text).split()) if text.lstrip().startswith("<") else text
-    text = " ".join(text.split())
-    return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "…"
+    return cut(" ".join(text.split()), _MESSAGE_LIMIT, key)
 
 
 def _body_parts(body: object) -> tuple[str | None, list[str]]:
@@ -349,16 +350,17 @@ def body_failure(
     body: Mapping[str, object],
     headers: Mapping[str, str],
     *,
+    status: int | None,
+    key: str,
     provider: str,
     where: str,
     auth_hint: str,
 ) -> Failure:
     """Translate an answer with a success status whose body is an error (some proxies and local
-    servers answer so): as the HTTP status the error states (its numeric ``code`` or
-    ``status``), retried as that status would be; without one, by its words: too long, else a
-    bad response (nothing says that waiting helps)."""
-    text = error_text("an error with no message", body)
-    status = stated_status(body)
+    servers answer so): as the HTTP ``status`` the error states (the adapter reads it:
+    :func:`stated_status`), retried as that status would be; without one, by its words: too
+    long, else a bad response (nothing says that waiting helps). ``key`` is hidden."""
+    text = error_text("an error with no message", body, key)
     answered = "HTTP 200 with an error" + (f" (status {status})" if status is not None else "")
     if status is not None:
         return status_failure(

@@ -28,6 +28,7 @@ import httpx2
 
 from morphz.errors import InputError
 from morphz.runtime.models.base import BadResponseError, ModelRequest, ProviderError
+from morphz.runtime.models.redaction import cut, hidden
 from morphz.runtime.models.retry import (
     Backoff,
     Failure,
@@ -38,6 +39,7 @@ from morphz.runtime.models.retry import (
     connection_failure,
     error_text,
     restate,
+    stated_status,
     status_failure,
 )
 
@@ -51,7 +53,6 @@ NO_KEY = "none"  # sent when no key is configured: local servers ignore it, the 
 # default does. Both adapters pass it explicitly (Anthropic's SDK, given no timeout, refuses a
 # large output budget before sending).
 TIMEOUT = httpx2.Timeout(600.0, connect=5.0)
-SHORTEST_REDACTED = 8  # a shorter key is redacted only after "Bearer " (not every "none" or "x")
 # what to do about an answer that is not JSON or not of the provider's shape
 MALFORMED_ADVICE = (
     "check that the base URL names the provider's API (not a web page or another service), "
@@ -129,6 +130,11 @@ class SdkAdapter:
         """Whether ``data``, a body that came with a success status, is an error."""
         raise NotImplementedError
 
+    def _stated_status(self, data: Mapping[str, object]) -> int | None:
+        """The HTTP status that ``data``, an error body that came with a success status,
+        states (None: it states none). Each adapter knows its provider's way of saying it."""
+        return stated_status(data)
+
     async def _call(
         self, send: Callable[[], Awaitable[httpx2.Response]], parse: Callable[[dict[str, Any]], T]
     ) -> T:
@@ -137,7 +143,7 @@ class SdkAdapter:
 
         async def attempt() -> dict[str, Any]:
             response = await send()
-            data = self._checked(load_json, response.content, self.body_name)
+            data = self._checked(load_json, response.content, self.body_name, self._key)
             if self._is_error(data):
                 raise ErrorBody(data, response.headers)
             return data
@@ -183,12 +189,14 @@ class SdkAdapter:
             return body_failure(
                 exc.body,
                 exc.headers,
+                status=self._stated_status(exc.body),
+                key=self._key,
                 provider=self.provider,
                 where=where,
                 auth_hint=self.auth_hint,
             )
         if isinstance(exc, sdk.APIStatusError):
-            text = error_text(exc.message, exc.body)
+            text = error_text(exc.message, exc.body, self._key)
             return status_failure(
                 exc.status_code,
                 text,
@@ -220,10 +228,9 @@ def connection_kind(cause: BaseException | None) -> str:
 
 
 def redact(error: ProviderError, key: str) -> None:
-    """``error``'s message with ``key`` (and ``Bearer KEY``) replaced by ``***``."""
-    said = error.message.replace(f"Bearer {key}", "Bearer ***")
-    if len(key) >= SHORTEST_REDACTED:
-        said = said.replace(key, "***")
+    """``error``'s message with ``key`` (and ``Bearer KEY``) replaced by ``***``
+    (:func:`.redaction.hidden`)."""
+    said = hidden(error.message, key)
     if said != error.message:
         restate(error, said)
 
@@ -268,15 +275,28 @@ def check_base_url(url: str, setting: str) -> str:
     return url
 
 
-def load_json(body: bytes, provider: str) -> dict[str, Any]:
+PREVIEW_LIMIT = 200  # the characters of an answer that is not JSON shown in its error
+
+
+def load_json(body: bytes, provider: str, key: str = "") -> dict[str, Any]:
+    """``body`` as a JSON object; a BadResponseError that shows its start (``key`` hidden)
+    otherwise."""
     try:
         data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        preview = body[:200].decode("utf-8", "replace")
-        raise BadResponseError(f"the {provider} response is not JSON ({exc}): {preview}") from exc
+        said = f"the {provider} response is not JSON ({exc}): {_preview(body, key)}"
+        raise BadResponseError(said) from exc
     if not isinstance(data, dict):
-        raise BadResponseError(f"the {provider} response is not a JSON object: {body[:200]!r}")
+        said = f"the {provider} response is not a JSON object: {_preview(body, key)}"
+        raise BadResponseError(said)
     return data
+
+
+def _preview(body: bytes, key: str) -> str:
+    """The start of ``body`` as text, ``key`` hidden before it is cut (a key across the cut is
+    read whole: the key's length more is decoded)."""
+    start = body[: 4 * (PREVIEW_LIMIT + len(key))].decode("utf-8", "replace")
+    return cut(start, PREVIEW_LIMIT, key)
 
 
 def without_userinfo(url: str) -> str:
