@@ -1,6 +1,6 @@
 """Helpers the store, recovery and concurrency tests share: a small store with a revised frame,
-raw SQL on a store file, the CLI run as a child process with its own home, and a child process
-that holds a store's write lock while asked to."""
+raw SQL on a store file (a hand edit), the CLI run as a child process with its own home, and a
+child process that holds a store's write lock while asked to."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import morphz
+from morphz.store.sqlite_migrations import WRITER_GUARD, writer_guard
 
 SRC = Path(morphz.__file__).resolve().parent.parent
 HANG_GUARD = 60  # seconds: only stops a hung child from hanging the suite
@@ -32,8 +33,18 @@ def revised_store(path: Path) -> None:
                    '(revise plan/route "take the mountain route"))')  # fmt: skip
 
 
-def run_sql(path: Path, *statements: str) -> None:
+def hand_connect(path: Path) -> sqlite3.Connection:
+    """A plain sqlite3 connection to the store file, as a person's hand edit makes, that can
+    also write the rows migrations 0023 and 0024 guard (events, contexts, context_settings):
+    their triggers call a function only Morphz registers, so the tests that damage a store by
+    hand register it too (the sqlite3 shell cannot; it can still delete such a row)."""
     conn = sqlite3.connect(path)
+    conn.create_function(WRITER_GUARD, 0, writer_guard, deterministic=True)
+    return conn
+
+
+def run_sql(path: Path, *statements: str) -> None:
+    conn = hand_connect(path)
     try:
         with conn:
             for statement in statements:

@@ -14,7 +14,7 @@ import pytest
 import morphz
 from morphz.mind import Env, MindState, apply_tx
 from morphz.txlang import read_tx
-from stores import revised_store, run_sql
+from stores import hand_connect, revised_store, run_sql
 
 
 def _audit(path: Path) -> morphz.AuditReport:
@@ -71,7 +71,7 @@ def test_a_payload_that_lacks_a_key_is_no_difference(tmp_path: Path, key: str) -
 def test_the_audit_reports_each_damaged_setting(tmp_path: Path, name: str, text: str) -> None:
     store = tmp_path / "s.db"
     revised_store(store)
-    conn = sqlite3.connect(store)
+    conn = hand_connect(store)
     with conn:
         conn.execute("INSERT INTO context_settings VALUES ('c', ?, ?)", (name, text))
     conn.close()

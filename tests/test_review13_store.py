@@ -26,7 +26,7 @@ from morphz.mind import DEFAULT_WINDOW
 from morphz.mind.state import GENESIS_HEAD
 from morphz.store.sqlite import _migrations, _statements
 from morphz.store.sqlite_recall import create_fts
-from stores import Holder, cli_env, revised_store, run_cli, run_sql
+from stores import Holder, cli_env, hand_connect, revised_store, run_cli, run_sql
 
 SRC = Path(morphz.__file__).resolve().parent.parent
 CONTEXT = "context-default"
@@ -154,7 +154,7 @@ def test_a_damaged_context_setting_is_a_typed_error(tmp_path: Path, value: str) 
     encoding then failed with a TypeError or JSONDecodeError instead of a StoreError."""
     path = tmp_path / "s.db"
     revised_store(path)
-    conn = sqlite3.connect(path)
+    conn = hand_connect(path)
     try:
         with conn:
             conn.execute("INSERT INTO context_settings VALUES ('c', 'budget', ?)", (value,))

@@ -4,7 +4,6 @@ against; its docstring says what is expected."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 import morphz
 from morphz import events as ev
 from morphz.errors import StoreError
+from stores import hand_connect
 
 CONTEXT = "context-default"
 
@@ -91,7 +91,7 @@ def test_a_damaged_calibration_does_not_make_the_whole_context_unreadable(tmp_pa
     path = tmp_path / "m.db"
     with morphz.open(path) as db:
         db.context(CONTEXT, create=True).observe("user_message", "hello")
-    conn = sqlite3.connect(path)
+    conn = hand_connect(path)
     with conn:
         conn.execute(
             "INSERT INTO context_settings VALUES (?, 'calibration:old-model', '[1.0, 3]')",

@@ -26,6 +26,7 @@ from morphz.mind import (
 from morphz.mind.lifecycle import edge_tokens, kept_tokens
 from morphz.mind.lifecycle import in_view as in_view_frame
 from morphz.mind.state import ObsState
+from morphz.owners import untold_reason
 from morphz.recall.documents import (
     COMMIT_REMOVED_KEYS,
     COMMIT_TEXT_KEYS,
@@ -335,10 +336,18 @@ def _compare_recall(state: MindState, r: ReadTxn, out: _Report) -> None:
 
 def _note_leftovers(r: ReadTxn, out: _Report) -> None:
     """A warning (no difference: the index and the mind are sound) for each table a recall
-    rebuild of this context left when its process died, or whose process runs on another host,
-    with the command that drops it. A rebuild this host sees running is no finding."""
+    rebuild of this context left when its process died, or whose process cannot be told alive,
+    or that is recorded but was dropped by hand, with the command that drops or forgets it. A
+    rebuild this host sees running is no finding."""
     clean = f"morphz context recall-index clean {shlex.quote(r.row.context_id)}"
     for b in r.recall.building():
+        if b.missing:  # whatever its owner: a rebuild cannot go on without its table
+            out.report.warnings.append(
+                f"recall index: the table {b.table} of a rebuild is recorded but no longer in "
+                f"the store (dropped by hand): run `{clean}` to forget it (the live index is not "
+                "affected)"
+            )
+            continue
         if b.owner_alive is True:
             continue
         left = f"recall index: the table {b.table} ({b.documents} documents) of a rebuild "
@@ -346,8 +355,9 @@ def _note_leftovers(r: ReadTxn, out: _Report) -> None:
             said = f"{left}whose process ({b.owner.describe()}) died is left unused: run `{clean}`"
         else:
             said = (
-                f"{left}by {b.owner.describe()}, which cannot be told alive from this host, is "
-                f"not swapped in: if no rebuild runs there, run `{clean}` on {b.owner.host}"
+                f"{left}by {b.owner.describe()}, which cannot be told alive ("
+                f"{untold_reason(b.owner)}), is not swapped in: if no rebuild runs there, run "
+                f"`{clean} --force`"
             )
         out.report.warnings.append(said + " to drop it (the live index is not affected)")
 

@@ -258,8 +258,11 @@ class Context:
     def calibrate(self, model: str, estimated: int, reported: int) -> Calibration:
         """Teach ``model``'s stored calibration one provider report (the estimate of what a
         request sent, the input tokens reported for it), in one write: the sample is applied to
-        what is stored, so other engines' samples meanwhile stand. Returns what is stored."""
+        what is stored, so other engines' samples meanwhile stand. Returns what is stored. A
+        report that teaches nothing (either figure 0) only reads: no write lock is waited for."""
         sample = stored.calibration_sample(model, estimated, reported)  # checked first
+        if not sample[1] or not sample[2]:
+            return self.calibration(model)
         with self.db.store.write(self.id) as w:
             return stored.learn_calibration(w, sample)
 

@@ -104,6 +104,16 @@ def owner_alive(owner: Owner) -> bool | None:
     return f"{boot}:{fields[19]}" == owner.started
 
 
+def untold_reason(owner: Owner) -> str:
+    """Why :func:`owner_alive` cannot tell whether ``owner`` lives (it answered None)."""
+    if owner.host != host_name():
+        return f"it runs on another host ({owner.host}), or on this one under another host name"
+    return (
+        f"its pid {owner.pid} exists on this host, but whether it is the same process cannot be "
+        "read (/proc is hidden from this user: hidepid)"
+    )
+
+
 # The activations this process started and still runs. A run that ended, even by an error that
 # kept its end from being recorded (a store busy past its timeout), is no longer one: this
 # process will not record that end, so recovery may, although the process lives on.
@@ -136,5 +146,6 @@ __all__ = [
     "process_start",
     "still_runs",
     "track",
+    "untold_reason",
     "untrack",
 ]

@@ -260,12 +260,22 @@ def index_inspect_command(*, context_id: str, db_path: str, fmt: str) -> None:
 @context_argument
 @db_option
 @format_option
-def index_clean_command(*, context_id: str, db_path: str, fmt: str) -> None:
-    """Drop the tables CTX's recall rebuilds left when their process died, without rebuilding.
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Also drop the tables of rebuilds whose process cannot be told alive (another host "
+    "name, e.g. a container that was recreated; /proc hidden): a rebuild still filling one fails.",
+)
+def index_clean_command(*, context_id: str, db_path: str, fmt: str, force: bool) -> None:
+    """Drop the tables CTX's recall rebuilds left when their process died, without rebuilding,
+    and forget the records of such tables dropped by hand.
 
-    A table whose rebuild still runs, or runs on another host, is kept (and listed)."""
+    A table whose rebuild still runs is kept (and listed); so is one whose process cannot be
+    told alive from here (another host, /proc hidden), unless --force."""
     with open_context(db_path, context_id) as ctx:
-        report = ctx.recall_index.clean()
+        report = ctx.recall_index.clean(force=force)
+    for table in report.forced:  # on stderr, so JSON output stays clean
+        click.echo(f"morphz: {render.forced_warning(table)}", err=True)
     emit(fmt, report.to_dict(), lambda: render.clean_report(report))
 
 

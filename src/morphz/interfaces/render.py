@@ -19,6 +19,7 @@ from morphz.errors import MorphzError, TxError
 from morphz.events import Event
 from morphz.graphemes import boundary
 from morphz.observe import ImportReport
+from morphz.owners import untold_reason
 from morphz.recall.api import CleanReport, IndexReport
 from morphz.recall.read import ReadPage
 from morphz.recall.search import SearchPage
@@ -481,18 +482,35 @@ def _building(table: BuildingTable, context: str) -> str:
     """A building table's owner and what to do about it (nothing while its rebuild runs)."""
     clean = f"morphz context recall-index clean {shlex.quote(context)}"
     owner = table.owner.describe()
+    if table.missing:
+        return f"no longer in the store (dropped by hand), still recorded: run `{clean}`"
     if table.owner_alive is True:
         return f"{table.documents} documents, a rebuild running ({owner})"
     if table.owner_alive is False:
         return f"{table.documents} documents, left by a dead rebuild ({owner}): run `{clean}`"
-    return f"{table.documents} documents, {owner}: alive or dead cannot be told from this host"
+    return (
+        f"{table.documents} documents, {owner}: alive or dead cannot be told ("
+        f"{untold_reason(table.owner)}); if no rebuild runs there, run `{clean} --force`"
+    )
 
 
 def clean_report(report: CleanReport) -> str:
     dropped = ", ".join(report.dropped) or "no table: no rebuild of it died"
     lines = [f"dropped from the recall index of {report.context}: {dropped}"]
+    if report.forgotten:
+        lines.append(f"forgot the records of tables dropped by hand: {', '.join(report.forgotten)}")
     lines.extend(f"kept {b.table}: {_building(b, report.context)}" for b in report.kept)
     return "\n".join(lines)
+
+
+def forced_warning(table: BuildingTable) -> str:
+    """The warning for a building table ``recall-index clean --force`` dropped although its
+    rebuild's process could not be told dead."""
+    return (
+        f"warning: dropped {table.table} of a rebuild by {table.owner.describe()}, which could "
+        f"not be told dead ({untold_reason(table.owner)}): if that rebuild still runs, it fails "
+        "and must be run again; the live index is not affected"
+    )
 
 
 def import_report(report: ImportReport) -> str:

@@ -222,16 +222,22 @@ class IndexReport:
 @dataclass(frozen=True, slots=True)
 class CleanReport:
     """What ``recall-index clean`` did: the leftover tables it dropped (their rebuild's process
-    provably died) and the building tables it kept (a rebuild running, or one on another host)."""
+    provably died, or with ``force`` could not be told alive: those are in ``forced`` too), the
+    records it forgot of tables no longer in the store (dropped by hand), and the building
+    tables it kept (a rebuild running, or one whose process cannot be told alive)."""
 
     context: str
     dropped: tuple[str, ...]
     kept: tuple[BuildingTable, ...]
+    forgotten: tuple[str, ...] = ()
+    forced: tuple[BuildingTable, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "context": self.context,
             "dropped": list(self.dropped),
+            "forgotten": list(self.forgotten),
+            "forced": [b.to_dict() for b in self.forced],
             "kept": [b.to_dict() for b in self.kept],
         }
 
@@ -267,14 +273,24 @@ class RecallIndex:
                 building,
             )
 
-    def clean(self) -> CleanReport:
+    def clean(self, *, force: bool = False) -> CleanReport:
         """Drop the tables this context's rebuilds left when their process died (SIGKILL, the
-        OOM killer, a reboot), in one write, without rebuilding; a table whose rebuild still
-        runs, or runs on another host (which cannot be told dead from here), is kept."""
+        OOM killer, a reboot), and forget the records of tables dropped by hand, in one write,
+        without rebuilding. A table whose rebuild still runs is kept; so is one whose process
+        cannot be told alive from here (another host, ``/proc`` hidden) unless ``force``: a
+        rebuild that still fills it then fails (run it again); the live index is not affected."""
         with self.ctx.db.store.write(self.ctx.id) as w:
-            dropped = tuple(w.recall.drop_dead_building())
+            before = {b.table: b for b in w.recall.building()}
+            gone = tuple(w.recall.drop_dead_building(untold=force))
             kept = tuple(w.recall.building())
-        return CleanReport(self.ctx.id, dropped, kept)
+        found = [before[t] for t in gone]
+        return CleanReport(
+            self.ctx.id,
+            tuple(b.table for b in found if not b.missing),
+            kept,
+            tuple(b.table for b in found if b.missing),
+            tuple(b for b in found if not b.missing and b.owner_alive is None),
+        )
 
     def documents(self) -> list[tuple[str, str, str]]:
         """Every indexed document as (key, body tokens, near tokens), sorted by key."""

@@ -68,12 +68,15 @@ class FrameRow:
 class BuildingTable:
     """A recall rebuild's table that was never swapped in: its owner (the process filling
     it), whether that process lives (True), provably died (False: the table is a leftover) or
-    cannot be told (None: another host), and how many documents it holds."""
+    cannot be told (None: another host, or ``/proc`` hidden), and how many documents it holds.
+    ``missing``: the table is recorded but no longer in the store (dropped by hand); ``clean``
+    forgets it."""
 
     table: str
     owner: Owner
     owner_alive: bool | None
     documents: int
+    missing: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +84,7 @@ class BuildingTable:
             "owner": self.owner.to_dict(),
             "owner_alive": self.owner_alive,
             "documents": self.documents,
+            "missing": self.missing,
         }
 
 
@@ -121,7 +125,7 @@ class RecallStore(Protocol):
     def begin_rebuild(self) -> str: ...
     def drop_building(self, building: str) -> None: ...
     def building(self) -> list[BuildingTable]: ...
-    def drop_dead_building(self) -> list[str]: ...
+    def drop_dead_building(self, *, untold: bool = False) -> list[str]: ...
     def add_to(self, table: str, docs: Iterable[EventDoc]) -> None: ...
     def finish_rebuild(self, building: str, frames: list[FrameDoc], indexed_seq: int) -> None: ...
     def documents(self) -> Iterator[tuple[str, str, str]]: ...

@@ -49,23 +49,40 @@ def _owners(conn: sqlite3.Connection, context_id: str | None) -> list[tuple[str,
 def building_tables(conn: sqlite3.Connection, context_id: str) -> list[BuildingTable]:
     """The building tables of ``context_id``'s rebuilds, each with its owner, whether that
     process lives, and its documents (a count over the table: a leftover can be a whole
-    index)."""
+    index). A table recorded but no longer in the store (dropped by hand) is reported missing,
+    with no documents."""
     found = []
     for table, owner in _owners(conn, context_id):
+        if not _exists(conn, table):
+            found.append(BuildingTable(table, owner, owner_alive(owner), 0, missing=True))
+            continue
         documents = conn.execute(f"SELECT count(*) FROM {_checked(table)}").fetchone()[0]
         found.append(BuildingTable(table, owner, owner_alive(owner), int(documents)))
     return found
 
 
-def drop_dead_builders(conn: sqlite3.Connection, context_id: str | None = None) -> list[str]:
+def drop_dead_builders(
+    conn: sqlite3.Connection, context_id: str | None = None, *, untold: bool = False
+) -> list[str]:
     """Drop the building tables (of ``context_id``, or of any context for None) whose
-    rebuild's process provably died; the tables dropped. Runs inside the caller's write
-    transaction."""
-    rows = _owners(conn, context_id)
-    dead = [table for table, owner in rows if owner_alive(owner) is False]
-    for table in dead:
-        drop_building_table(conn, table)
-    return dead
+    rebuild's process provably died, and forget those recorded but missing (dropped by hand);
+    with ``untold``, also those whose process cannot be told alive (another host, or ``/proc``
+    hidden). The tables dropped or forgotten. Runs inside the caller's write transaction."""
+    dropped = []
+    for table, owner in _owners(conn, context_id):
+        alive = owner_alive(owner)
+        if alive is False or (untold and alive is None) or not _exists(conn, table):
+            drop_building_table(conn, table)
+            dropped.append(table)
+    return dropped
+
+
+def _exists(conn: sqlite3.Connection, table: str) -> bool:
+    """Whether the store has the table ``table``."""
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).fetchone()
+    return row is not None
 
 
 def drop_building_table(conn: sqlite3.Connection, table: str) -> None:

@@ -122,19 +122,30 @@ def _repair_landed_schema(conn: sqlite3.Connection) -> None:
 def _count_observation_units(conn: sqlite3.Connection) -> None:
     """Migration 0022: ``observations.units`` (unless the table has it), each observation's
     token units from its event's text, in one UPDATE that SQLite streams row by row (a store's
-    whole history is never in memory). An observation without its event (a damaged store,
-    which the audit reports) counts as before, a quarter of a token a character."""
+    whole history is never in memory). An observation without its event, or whose event's text
+    cannot be read (not UTF-8: a damaged store, which the audit reports), counts as before, a
+    quarter of a token a character."""
     if "units" not in [r[1] for r in conn.execute("PRAGMA table_info(observations)")]:
         conn.execute("ALTER TABLE observations ADD COLUMN units INTEGER NOT NULL DEFAULT 0")
-    conn.create_function("morphz_token_units", 1, token_units, deterministic=True)
+    conn.create_function("morphz_token_units", 1, _stored_text_units, deterministic=True)
     try:
-        conn.execute(
-            "UPDATE observations SET units = coalesce((SELECT morphz_token_units(coalesce("
-            "e.text, '')) FROM events e WHERE e.context_id = observations.context_id AND "
-            f"e.seq = observations.seq), {ASCII_UNITS} * chars)"
+        conn.execute(  # the text as bytes: sqlite3 cannot hand a function undecodable text
+            "UPDATE observations SET units = coalesce((SELECT morphz_token_units(CAST(coalesce("
+            "e.text, '') AS BLOB)) FROM events e WHERE e.context_id = observations.context_id "
+            f"AND e.seq = observations.seq), {ASCII_UNITS} * chars)"
         )
     finally:
         conn.create_function("morphz_token_units", 1, None)
+
+
+def _stored_text_units(stored: bytes) -> int | None:
+    """The token units of an event's stored text, or None when it is not UTF-8 (the caller
+    then counts the observation by its characters, and the audit reports the event)."""
+    try:
+        text = stored.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return token_units(text)
 
 
 # Python steps of a migration, run right after its SQL in the same transaction

@@ -439,9 +439,10 @@ class SqliteRecall:
         """This context's building tables: rebuilds running, and the leftovers of dead ones."""
         return building_tables(self.conn, self.cid)
 
-    def drop_dead_building(self) -> list[str]:
-        """Drop this context's building tables whose rebuild's process provably died."""
-        return drop_dead_builders(self.conn, self.cid)
+    def drop_dead_building(self, *, untold: bool = False) -> list[str]:
+        """Drop this context's building tables whose rebuild's process provably died (with
+        ``untold``, or cannot be told alive), and forget those dropped by hand."""
+        return drop_dead_builders(self.conn, self.cid, untold=untold)
 
     def add_to(self, table: str, docs: Iterable[EventDoc]) -> None:
         self.conn.executemany(
