@@ -126,7 +126,7 @@ def test_write_file_below_a_file_in_a_folder_names_that_file(tc: ToolContext, ws
 def test_counted_blanks_equal_the_text(text: str) -> None:
     shown = shown_value(text)
     assert eval(shown) == text  # the prompt's expression is the value exactly
-    assert " " * 40 not in shown
+    assert " " * 41 not in shown  # a run of more than 40 is counted
 
 
 def test_the_prompt_names_where_a_path_resolves(ws: Path) -> None:

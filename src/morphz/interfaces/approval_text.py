@@ -16,9 +16,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-LONG_RUN = 40  # white space characters in a row shown counted (deep indentation stays as is)
+LONG_RUN = 40  # more white space characters in a row are shown counted (indentation stays)
 PATH_ARGUMENTS = ("path", "cwd")  # the arguments the workspace tools resolve in the workspace
-_RUN = re.compile(rf"(\s)\1{{{LONG_RUN - 1},}}")
+_RUN = re.compile(rf"(\s)\1{{{LONG_RUN},}}")
 
 
 def shown_call(args: dict[str, Any], workspace: Path | None = None) -> str:

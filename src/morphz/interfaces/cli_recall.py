@@ -17,7 +17,7 @@ import click
 
 from morphz import DEFAULT_CONTEXT
 from morphz.errors import HistoryImportError
-from morphz.interfaces import render
+from morphz.interfaces import render, stopping
 from morphz.interfaces.cli import (
     InputFile,
     context_argument,
@@ -288,8 +288,8 @@ def index_rebuild_command(*, context_id: str, db_path: str, fmt: str) -> None:
 
     Progress goes to stderr when it is a terminal. Safe to interrupt and run again: the live
     index serves searches until the new one is swapped in."""
-    try:
-        with open_context(db_path, context_id) as ctx:
+    try:  # SIGTERM, SIGHUP: the table it was building is dropped, as for Ctrl-C
+        with open_context(db_path, context_id) as ctx, stopping.stopped_like_ctrl_c():
             progress = terminal_progress("rebuild", "events indexed")
             report = ctx.recall_index.rebuild(progress=progress)
     except BaseException as exc:  # Ctrl-C too: a table the cleanup could not drop is said
