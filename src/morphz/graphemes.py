@@ -109,7 +109,7 @@ def _wide_in(data: bytes) -> int:
     return wide + (len(_WIDE_AFTER_E2.findall(data)) if b"\xe2" in data else 0)
 
 
-_HIGH = bytes(range(0x80, 0x100))
+_LOW = bytes(range(0x80))
 _NOT_FOUR_BYTE_LEAD = bytes(b for b in range(256) if not 0xF0 <= b <= 0xF4)
 # Twelfths of a token: an ASCII character a quarter, each UTF-8 byte of another narrow character
 # a third, a wide character one token
@@ -124,12 +124,19 @@ def token_units(text: str) -> int:
     Devanagari, Thai and the other scripts of three bytes. Tokenizers trained mostly on English
     spend about 0.5-0.7 tokens on a Cyrillic or Arabic character and up to one or more on an
     Indic one; counting those at a quarter, as an ASCII character, under-estimated a request of
-    such text two to four times (budgets should err on the safe side)."""
+    such text two to four times (budgets should err on the safe side).
+
+    Counted on the UTF-8 bytes in two passes: a wide character of three bytes counts what three
+    narrow bytes count (12), so only the characters of four bytes (all wide, 12 instead of 16)
+    and the ASCII ones (3 instead of 4) differ from four units a byte."""
     if text.isascii():
         return ASCII_UNITS * len(text)
     data = text.encode("utf-8", "surrogatepass")
-    ascii_bytes = len(data.translate(None, _HIGH))
-    wide = _wide_in(data)
-    four = len(data.translate(None, _NOT_FOUR_BYTE_LEAD))  # U+10000 and above: all wide
-    narrow_bytes = len(data) - ascii_bytes - 3 * (wide - four) - 4 * four
-    return ASCII_UNITS * ascii_bytes + NARROW_BYTE_UNITS * narrow_bytes + WIDE_UNITS * wide
+    high = data.translate(None, _LOW)  # the bytes of the characters that are not ASCII
+    four = len(high.translate(None, _NOT_FOUR_BYTE_LEAD))  # characters of U+10000 and above
+    ascii_chars = len(data) - len(high)
+    return (
+        NARROW_BYTE_UNITS * len(high)
+        + ASCII_UNITS * ascii_chars
+        - (4 * NARROW_BYTE_UNITS - WIDE_UNITS) * four
+    )
