@@ -151,3 +151,37 @@ def test_a_cancelled_walk_with_no_match_is_marked_cut_short(tc: ToolContext, ws:
     tc.cancelled.set()
     out = run(search_files_tool(), tc, query="needle", glob="*.none")
     assert out.data["truncated"] is True and "cancelled" in out.text
+
+
+@pytest.mark.parametrize("errno_name", ["EINVAL", "ENOTSUP", "EOPNOTSUPP", "ENOSYS"])
+def test_a_file_system_that_cannot_sync_still_takes_the_write(
+    tc: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch, errno_name: str
+) -> None:
+    import errno
+    import os
+
+    def no_sync(fd: int) -> None:
+        raise OSError(getattr(errno, errno_name), "fsync not supported")
+
+    monkeypatch.setattr(os, "fsync", no_sync)
+    run(WRITE, tc, path="new.txt", content="made")
+    assert (ws / "new.txt").read_text() == "made"
+
+
+def test_a_failing_sync_fails_the_write_and_leaves_the_file(
+    tc: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    (ws / "kept.txt").write_text("old")
+
+    def broken(fd: int) -> None:
+        raise OSError(errno.EIO, "I/O error")
+
+    monkeypatch.setattr(os, "fsync", broken)
+    with pytest.raises((OSError, ToolError), match="I/O error"):
+        digest = hashlib.sha256(b"old").hexdigest()
+        run(WRITE, tc, path="kept.txt", content="new", expected_sha256=digest)
+    assert (ws / "kept.txt").read_text() == "old"
+    assert not list(ws.glob(".morphz-*.tmp"))

@@ -16,9 +16,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-LONG_RUN = 40  # more white space characters in a row are shown counted (indentation stays)
+LONG_RUN = 40  # more blank characters in a row are shown counted (indentation stays)
 PATH_ARGUMENTS = ("path", "cwd")  # the arguments the workspace tools resolve in the workspace
-_RUN = re.compile(rf"(\s)\1{{{LONG_RUN},}}")
+# white space, and the printable characters that draw as nothing (repr shows them as they are):
+# Hangul fillers, the blank Braille pattern
+_BLANK = r"[\s\u115f\u1160\u2800\u3164\uffa0]"
+_RUN = re.compile(rf"({_BLANK})\1{{{LONG_RUN},}}")
 
 
 def shown_call(args: dict[str, Any], workspace: Path | None = None) -> str:
@@ -37,8 +40,9 @@ def argument_name(name: str) -> str:
 
 
 def shown_value(value: Any) -> str:
-    """``repr(value)``; for a text with long runs of one white space character, its pieces and
-    those runs counted, joined by ``+`` (the expression equals the text)."""
+    """``repr(value)``; for a text with long runs of one blank character (white space, or one
+    that draws as nothing), its pieces and those runs counted, joined by ``+`` (the expression
+    equals the text)."""
     if not isinstance(value, str) or _RUN.search(value) is None:
         return repr(value)
     parts, at = [], 0

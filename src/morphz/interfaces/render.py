@@ -37,22 +37,26 @@ MAX_CELL = 60
 
 def visible(text: str) -> str:
     """``text`` with its control characters but line breaks shown as ``\\xNN``, and its format
-    characters (bidi overrides and isolates, zero-width ones) as ``\\uXXXX``, as ``repr`` shows
-    them: what a shortened or wrapped view of stored content prints, so that an escape sequence
-    in a tool's output or a frame body cannot drive the terminal (change colours, clear the
-    screen), least of all half of one, cut off, and a right-to-left override cannot show a
-    command reordered. Exact-content outputs (the encoding, a recall read, the reply) print text
-    as stored."""
+    characters (bidi overrides and isolates, zero-width spaces, tag characters) as ``\\uXXXX``,
+    as ``repr`` shows them, but for the zero-width joiner and non-joiner, which Persian and Indic
+    words and emoji need: what a shortened or wrapped view of stored content prints, so that an
+    escape sequence in a tool's output or a frame body cannot drive the terminal (change
+    colours, clear the screen), least of all half of one, cut off, a right-to-left override
+    cannot show a command reordered, and invisible characters cannot hide text. Exact-content
+    outputs (the encoding, a recall read, the reply) print text as stored."""
     if text.isprintable():
         return text
     return "".join(c if c == "\n" else _shown(c) for c in text)
+
+
+_JOINERS = frozenset("\u200c\u200d")  # zero-width non-joiner and joiner: part of words
 
 
 def _shown(c: str) -> str:
     kind = unicodedata.category(c)
     if kind == "Cc":
         return f"\\x{ord(c):02x}"
-    if kind == "Cf":
+    if kind == "Cf" and c not in _JOINERS:
         return f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
     return c
 

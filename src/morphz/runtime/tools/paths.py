@@ -392,7 +392,15 @@ def _write_durably(f: BinaryIO, data: bytes) -> None:
     into place, so that a power loss cannot leave the new name with partial content)."""
     f.write(data)
     f.flush()
-    os.fsync(f.fileno())
+    try:
+        os.fsync(f.fileno())
+    except OSError as exc:  # a file system that cannot sync (some FUSE and network ones)
+        if exc.errno not in _NO_SYNC:
+            raise
+
+
+# what fsync says where the file system cannot sync: the write stands without it
+_NO_SYNC = {errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}
 
 
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS}
@@ -413,7 +421,7 @@ def _new_temp(folder: Path) -> Path:
 def _create_in_place(real: Path, data: bytes) -> None:
     with real.open("xb") as f:  # exclusive: ours alone, so ours to remove if the write fails
         try:
-            f.write(data)
+            _write_durably(f, data)
         except BaseException:
             real.unlink()
             raise

@@ -402,6 +402,13 @@ def _target(a: dict[str, Any], tc: ToolContext) -> Path:
             f"{a['path']!r} is read-only (its permissions let no one write it): someone "
             "protected it; leave it as it is, or ask the person to make it writable"
         )
+    folder = next((p for p in real.parents if p.exists()), None)  # where it is written
+    if folder is not None and folder.is_dir() and not folder.stat().st_mode & _WRITE_BITS:
+        raise ToolError(
+            f"{relative(tc, folder) or '.'!r} is a read-only folder (its permissions let no one "
+            f"write in it), so {a['path']!r} cannot be written: someone protected it; leave it "
+            "as it is, or ask the person to make it writable"
+        )
     return real
 
 
