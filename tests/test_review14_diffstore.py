@@ -9,57 +9,17 @@ does; such a test is skipped when git or the commit is not available.
 
 from __future__ import annotations
 
-import io
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
-import pytest
-
 import morphz
+from oldcode import old_morphz, run_on
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
-
-
-def _old_morphz(commit: str, into: Path) -> Path:
-    """``src`` of ``commit`` extracted under ``into`` (skip when git cannot give it)."""
-    if shutil.which("git") is None:
-        pytest.skip("git is not available: cannot extract an older Morphz")
-    found = subprocess.run(
-        ["git", "-C", str(REPO), "cat-file", "-e", f"{commit}^{{commit}}"],
-        capture_output=True,
-        check=False,
-    )
-    if found.returncode != 0:
-        pytest.skip(f"commit {commit} is not in this clone (shallow?)")
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", "--format=tar", commit, "src/morphz"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    target = into / f"morphz-{commit}"
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(target, filter="data")
-    return target / "src"
-
-
-def _run(src: Path, code: str, *args: str) -> str:
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
 
 
 # ------------------------------------------------------------------ the writer guard (0023)
@@ -79,7 +39,7 @@ def test_an_older_engine_cannot_save_its_calibration_into_a_store_upgraded_besid
     prevent (decisions.md, "Calibrations learnt before 0020 are dropped"; the 0023 entry says
     the guard stops such saves). Expected: the old process's write is refused once the store is
     upgraded (a guard on ``context_settings`` too), and the store keeps no calibration."""
-    old = _old_morphz("6761d10", tmp_path)
+    old = old_morphz("6761d10", tmp_path)
     store = tmp_path / "store.db"
     script = """
 import os, subprocess, sys
@@ -98,7 +58,7 @@ try:
 except morphz.MorphzError as exc:
     print("old process refused:", exc)
 """
-    said = _run(old, script, str(store), str(SRC))
+    said = run_on(old, script, str(store), str(SRC))
     with morphz.open(store) as db:
         calibration = db.context("ctx-a").calibration("gpt-test")
     assert calibration.samples == 0, (said, calibration)
@@ -121,9 +81,9 @@ def test_a_store_with_an_undecodable_event_text_still_opens_after_the_upgrade_to
     export, no recall, nothing to find the damage with. Expected: the store opens (such an
     observation counted as before, a quarter of a token a character, as one whose event is
     missing is) and the audit reports the damaged event."""
-    old = _old_morphz("7f3b94f", tmp_path)
+    old = old_morphz("7f3b94f", tmp_path)
     store = tmp_path / "store.db"
-    _run(
+    run_on(
         old,
         "import morphz, sys\n"
         "db = morphz.open(sys.argv[1]); ctx = db.context('ctx-a', create=True)\n"

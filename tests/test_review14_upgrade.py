@@ -18,57 +18,14 @@ and older code refuses an upgraded store with a SchemaError naming both schemas.
 
 from __future__ import annotations
 
-import io
-import os
-import shutil
 import sqlite3
-import subprocess
-import sys
-import tarfile
 from pathlib import Path
 
-import pytest
-
 import morphz
+from oldcode import old_morphz, run_on
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
-
-
-def _old_morphz(commit: str, into: Path) -> Path:
-    """``src`` of ``commit`` extracted under ``into`` (skip when git cannot give it)."""
-    if shutil.which("git") is None:
-        pytest.skip("git is not available: cannot extract an older Morphz")
-    found = subprocess.run(
-        ["git", "-C", str(REPO), "cat-file", "-e", f"{commit}^{{commit}}"],
-        capture_output=True,
-        check=False,
-    )
-    if found.returncode != 0:
-        pytest.skip(f"commit {commit} is not in this clone (shallow?): cannot write its store")
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", "--format=tar", commit, "src/morphz"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    target = into / f"morphz-{commit}"
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(target, filter="data")
-    return target / "src"
-
-
-def _run(src: Path, code: str, *args: str) -> str:
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
 
 
 _UPGRADE = "import morphz, sys; morphz.open(sys.argv[1]).close()"
@@ -85,7 +42,7 @@ def test_an_older_morphz_running_through_the_upgrade_leaves_the_store_auditing_c
     a delta; nothing recounts it). The calibration it saves after the upgrade is one 0021 was
     meant to drop. Expected: the old process's write is refused once the store is upgraded (or
     the store otherwise stays consistent)."""
-    old = _old_morphz("6761d10", tmp_path)
+    old = old_morphz("6761d10", tmp_path)
     store = tmp_path / "store.db"
     script = """
 import os, subprocess, sys
@@ -106,7 +63,7 @@ try:
 except morphz.MorphzError as exc:
     print("old process refused:", exc)
 """
-    print(_run(old, script, str(store), str(SRC)))
+    print(run_on(old, script, str(store), str(SRC)))
     with morphz.open(store) as db:
         ctx = db.context("ctx-a")
         report = ctx.audit()
@@ -124,10 +81,10 @@ def test_a_store_that_recorded_the_first_0017_still_gets_the_landed_schema_repai
     ``0017_landed_schema_repairs``: ``frames_order`` stays the first one, the store ends with
     19 under two names, and the audit says nothing. Expected: a recorded migration whose name
     is not the bundled one is run (the repairs inspect what they find)."""
-    first = _old_morphz("7cba7ce", tmp_path)
-    renumbered = _old_morphz("8aaa0cb", tmp_path)
+    first = old_morphz("7cba7ce", tmp_path)
+    renumbered = old_morphz("8aaa0cb", tmp_path)
     store = tmp_path / "store.db"
-    _run(
+    run_on(
         first,
         "import morphz, sys\n"
         "db = morphz.open(sys.argv[1]); ctx = db.context('ctx-a', create=True)\n"
@@ -136,7 +93,7 @@ def test_a_store_that_recorded_the_first_0017_still_gets_the_landed_schema_repai
         "db.close()\n",
         str(store),
     )
-    _run(renumbered, _UPGRADE, str(store))
+    run_on(renumbered, _UPGRADE, str(store))
     with morphz.open(store) as db:
         assert db.context("ctx-a").audit().ok
     conn = sqlite3.connect(store)
