@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from morphz.errors import MorphzError
 from morphz.recall.read import MAX_READ_CHARS
 from morphz.recall.search import MAX_LIMIT
 from morphz.runtime.models.base import ToolSchema
-from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome, result_json
 from morphz.runtime.tools.workspace import parse_args
 
 CONTEXT_TX = ToolSchema(
@@ -90,8 +89,8 @@ async def _context_tx(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
             request_floor=tc.request_floor,
         )
     except MorphzError as exc:
-        return ToolOutcome(json.dumps({"ok": False, "error": exc.to_dict()}), error=True)
-    return ToolOutcome(json.dumps(receipt.to_dict(), separators=(",", ":")), data=receipt.to_dict())
+        return ToolOutcome(result_json({"ok": False, "error": exc.to_dict()}), error=True)
+    return ToolOutcome(result_json(receipt.to_dict(), compact=True), data=receipt.to_dict())
 
 
 async def _recall(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:

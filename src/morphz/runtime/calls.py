@@ -8,7 +8,6 @@ results (:mod:`morphz.runtime.outcomes`), also when the activation is interrupte
 from __future__ import annotations
 
 import asyncio
-import json
 from asyncio import Future
 from collections.abc import Sequence
 from functools import partial
@@ -26,6 +25,7 @@ from morphz.runtime.tools.base import (
     ToolContext,
     ToolOutcome,
     parse_arguments,
+    result_json,
     run_guarded,
     valid_text,
 )
@@ -79,7 +79,7 @@ class Calls:
             if not await self._authorised(tool, call, args):
                 return tool, ToolOutcome(f"{call.name} was not approved", error=True, ran=False)
         except MorphzError as exc:
-            said = json.dumps({"ok": False, "error": exc.to_dict()})
+            said = result_json({"ok": False, "error": exc.to_dict()})
             return tool, ToolOutcome(said, error=True, ran=False)
         try:
             return tool, await run_guarded(tool, args, self.tc)
@@ -89,7 +89,7 @@ class Calls:
                 self.ran.append((call, tool, _stopped_while_running(call.name)))
             raise
         except MorphzError as exc:  # the tool refused: its arguments (it never ran) or its work
-            said = json.dumps({"ok": False, "error": exc.to_dict()})
+            said = result_json({"ok": False, "error": exc.to_dict()})
             return tool, ToolOutcome(said, True, ran=not isinstance(exc, ArgumentError))
 
     async def _authorised(self, tool: Tool, call: ToolCall, args: dict[str, Any]) -> bool:

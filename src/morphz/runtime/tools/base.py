@@ -128,6 +128,13 @@ class ToolOutcome:
     ran: bool = True  # False: refused before the tool ran (its result does not tick the clock)
 
 
+def result_json(value: object, *, compact: bool = False) -> str:
+    """``value`` as the JSON text of a tool result: characters as written (a frame id, a file
+    name in Chinese or Russian is shown as the agent must write it again, recall indexes its
+    words, and it counts what it costs), not escaped to ``\\uXXXX``."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":") if compact else None)
+
+
 def valid_text(text: str) -> str:
     """``text`` as valid Unicode: what the file system gave undecodable (a file name in
     Latin-1, kept by Python as surrogate escapes) is shown as ``\\xNN``, any other lone
