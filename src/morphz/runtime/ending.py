@@ -30,12 +30,15 @@ class Ending:
         tc: ToolContext,
         calls: Calls,
         result: ActivationResult,
+        *,
+        give_up: threading.Event,
     ) -> None:
         self.ctx, self.activation, self.result = ctx, activation, result
         self.tc, self.calls = tc, calls
-        # set when the activation is cancelled again while its interruption is being recorded
-        # (a second Ctrl-C): its writes stop waiting for a store another process holds
-        self.give_up = threading.Event()
+        # the run's (store/waiting.py GIVE_UP), set when the activation is cancelled again while
+        # its interruption is being recorded (a second Ctrl-C), or cancelled as it started: its
+        # writes stop waiting for a store another process holds
+        self.give_up = give_up
 
     async def interrupted(self, reason: str) -> None:
         """End the activation as interrupted: the work still being written lands first, then

@@ -31,6 +31,7 @@ the rebase rules.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -44,7 +45,7 @@ from morphz.encoding.compile import Encoding
 from morphz.encoding.options import EncodeOptions
 from morphz.encoding.prefix import PrefixMeter, request_text
 from morphz.encoding.tokens import Calibration, Counter, count, estimate_tokens, exact_counter
-from morphz.errors import StoreError
+from morphz.errors import StoreBusyError, StoreError
 from morphz.ids import ref_seq
 from morphz.observe import Observation
 from morphz.runtime import batches
@@ -202,23 +203,50 @@ class Engine:
         check_run(prompt, session, objective)
         goal = (objective or prompt[:200]).strip() or None
         floors = await asyncio.to_thread(self.floors)
-        # the message and the activation that protects it, in one transaction
-        start = thread_job(self.ctx.begin_activation, session, prompt, goal)
+        give_up = threading.Event()  # set: the run's writes stop waiting for a busy store
+        token = GIVE_UP.set(give_up)  # the run's threads inherit it, the start's too
         try:
-            root, act = await asyncio.shield(start)
-        except asyncio.CancelledError:  # the start is being written: record the end too
-            root, act = await despite_cancellation(start)
-            cancelled = _Run(self, act, session, root.seq, goal or "answer the user", floors=floors)
-            await asyncio.shield(cancelled.end.finish("interrupted", "cancelled as it started"))
+            root, act = await self._start(session, prompt, goal, floors, give_up)
+        except BaseException:
+            GIVE_UP.reset(token)
             raise
-        run = _Run(self, act, session, root.seq, goal or "answer the user", floors=floors)
+        objective = goal or "answer the user"
+        run = _Run(self, act, session, root.seq, objective, floors=floors, give_up=give_up)
         run.result.events.append(root.ref)
-        token = GIVE_UP.set(run.end.give_up)  # the run's threads inherit it
         try:
             return await self._loop(run)
         finally:  # however it ended, this process no longer runs it (its end may be unrecorded)
             GIVE_UP.reset(token)
             owners.untrack(act)
+
+    async def _start(
+        self,
+        session: str,
+        prompt: str,
+        goal: str | None,
+        floors: tuple[int, int],
+        give_up: threading.Event,
+    ) -> tuple[ev.Event, str]:
+        """Write the user message and the activation that protects it, in one transaction.
+        Cancelled meanwhile (Ctrl-C), it gives up waiting for a store another process holds
+        (nothing is written then, and the cancellation goes on with a note saying so); a start
+        that landed is recorded ended ("cancelled as it started") before the cancellation
+        goes on."""
+        start = thread_job(self.ctx.begin_activation, session, prompt, goal)
+        try:
+            return await asyncio.shield(start)
+        except asyncio.CancelledError as cancel:
+            try:
+                root, act = await despite_cancellation(start, give_up.set)
+            except StoreBusyError as busy:
+                cancel.add_note(f"morphz: {busy.message}; the activation was not started")
+                raise cancel from None
+            objective = goal or "answer the user"
+            cancelled = _Run(
+                self, act, session, root.seq, objective, floors=floors, give_up=give_up
+            )
+            await asyncio.shield(cancelled.end.finish("interrupted", "cancelled as it started"))
+            raise
 
     async def _loop(self, run: _Run) -> ActivationResult:
         try:
@@ -251,6 +279,7 @@ class _Run:
         objective: str,
         *,
         floors: tuple[int, int],
+        give_up: threading.Event,
     ) -> None:
         self.e = engine
         self.activation = activation
@@ -281,7 +310,7 @@ class _Run:
             floors[1],
         )
         self.calls = Calls(engine, self.tc, session, self.result.events)
-        self.end = Ending(engine.ctx, activation, self.tc, self.calls, self.result)
+        self.end = Ending(engine.ctx, activation, self.tc, self.calls, self.result, give_up=give_up)
 
     # -- the loop
 
