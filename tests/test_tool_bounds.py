@@ -63,9 +63,14 @@ def test_a_file_over_the_cap_is_read_by_pages_without_a_hash(
     assert last.data["next_offset"] is None
     past = run(READ, tc, path="big.log", offset=5000)
     assert "past the end: the file has 1000 lines" in past.text
+    assert "no line count" not in past.text  # the page read to the end: it counted them
+    at_end = run(READ, tc, path="big.log", offset=1000)  # the file ends with a line break
+    assert "past the end: the file has 1000 lines" in at_end.text
+    assert at_end.data["total_lines"] == 1000
     (ws / "big.bin").write_bytes(b"\0" * 2000)
     blob = run(READ, tc, path="big.bin")
     assert blob.data["binary"] is True and blob.data["sha256"] is None
+    assert blob.text.startswith("big.bin · binary file, not shown · 2000 bytes, over ")
 
 
 def test_edit_file_refuses_a_file_over_the_cap(tc: ToolContext, ws: Path, small_cap: int) -> None:

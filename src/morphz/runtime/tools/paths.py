@@ -242,7 +242,8 @@ def read_page(
             return Page(None, size, None, [], None, False, True)
         f.seek(0)
         spot = _locate(f, None if binary else offset, whole, until)
-        total = spot.lines if spot.end else None
+        ended = spot.end or (spot.start is not None and spot.start >= size)  # read to its end
+        total = spot.lines if ended else None
         if binary or spot.start is None:
             return Page(spot.digest, size, total, [], None, False, binary)
         f.seek(spot.start)

@@ -322,10 +322,10 @@ def _reader(max_chars: int) -> SyncFn:
         rel, digest, total, lines = relative(tc, real), page.sha256, page.total, page.lines
         data: dict[str, Any] = {"path": rel, "sha256": digest, "size": page.size, "offset": offset}
         data |= {"lines": len(lines), "total_lines": total, "next_offset": page.next_offset}
-        head = f"{page.size} bytes · sha256: {digest}" if digest else _large(page.size)
+        head = f"{page.size} bytes · sha256: {digest}" if digest else _large(page.size, total)
         if page.binary:
-            said = f"{rel} · binary file, {head.replace(' · ', ', not shown · ', 1)}"
-            return ToolOutcome(said, data={**data, "binary": True})
+            shown = head.replace(" · ", ", not shown · ", 1) if digest else f"not shown · {head}"
+            return ToolOutcome(f"{rel} · binary file, {shown}", data={**data, "binary": True})
         span = f"lines {offset + 1}-{offset + len(lines)}" if lines else "no lines"
         out = [f"{rel} · {span}{'' if total is None else f' of {total}'} · {head}", "".join(lines)]
         if page.cut:
@@ -338,9 +338,12 @@ def _reader(max_chars: int) -> SyncFn:
     return read
 
 
-def _large(size: int) -> str:
+def _large(size: int, total: int | None) -> str:
+    """The head of a page of a file over HASH_MAX_BYTES (its lines are counted only when the
+    page reached its end)."""
+    missing = "no sha256" if total is not None else "no line count and no sha256"
     return (
-        f"{size} bytes, over {HASH_MAX_BYTES >> 20} MiB: no line count and no sha256 "
+        f"{size} bytes, over {HASH_MAX_BYTES >> 20} MiB: {missing} "
         "(write_file and edit_file do not change it; exec does)"
     )
 
