@@ -21,7 +21,6 @@ from morphz.capacity import Budget
 from morphz.encoding import Calibration, EncodeOptions, Encoding, estimate_tokens
 from morphz.encoding.compile import PRESSURE_SLACK
 from morphz.encoding.protocol import PROTOCOL
-from morphz.graphemes import wide_characters
 from morphz.txlang import OP_NAMES, Atom, SList, Str, read_one
 from morphz.txlang.sexpr import quote
 
@@ -699,16 +698,6 @@ def test_estimate_tokens_counts_cjk_closer_to_one_token_per_character() -> None:
     assert estimate_tokens("привет") == 4  # Cyrillic: 12 bytes
     assert estimate_tokens("नमस्ते") == 6  # Devanagari: three bytes a character
     assert estimate_tokens("ok привет") == 5  # 3 ASCII characters (0.75) and 12 bytes (4)
-
-
-@settings(max_examples=500)
-@given(st.text(st.characters(codec=None, exclude_categories=())))
-def test_wide_characters_are_those_from_u2e80_on(text: str) -> None:
-    # counted on UTF-8 bytes for speed; the definition is per character (lone surrogates too)
-    assert wide_characters(text) == sum(1 for char in text if ord(char) >= 0x2E80)
-    assert wide_characters(text + "\u2e7f\u2e80\u2fff\u3000\U0010ffff\ud800") == (
-        wide_characters(text) + 5
-    )
 
 
 @pytest.mark.parametrize(

@@ -78,20 +78,7 @@ def test_tool_refusal_shows_a_russian_file_name_as_written(tmp_path: Path) -> No
     """A tool's refusal (here: write_file on a read-only file named in Russian) reaches the agent
     as a tool_result whose text must name the file as it is named, as a successful call's result
     does (`created new/итог.txt ...`), not as `\\u043e\\u0442\\u0447\\u0451\\u0442.txt`."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    ro = ws / "отчёт.txt"
-    ro.write_text("только чтение\n", "utf-8")
-    ro.chmod(0o444)
-    steps = [
-        {
-            "tool_calls": [
-                {"name": "write_file", "arguments": {"path": "отчёт.txt", "content": "x"}}
-            ]
-        },
-        {"reply": "не вышло"},
-    ]
-    records = _exec(tmp_path, steps, "Перепишите отчёт")
+    records = _refused_write(tmp_path, "Перепишите отчёт")
     result = next(r for r in records if r["kind"] == "tool_result")
     assert result["meta"]["error"] is True
     assert "отчёт.txt" in result["text"], result["text"]
@@ -100,20 +87,7 @@ def test_tool_refusal_shows_a_russian_file_name_as_written(tmp_path: Path) -> No
 def test_recall_finds_a_refusal_by_the_russian_file_name_it_names(tmp_path: Path) -> None:
     """Recall indexes a tool_result by its text; a refusal escaped to \\uXXXX is indexed as
     `u043e u0442 ...` and a search for the file's name finds nothing."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    ro = ws / "отчёт.txt"
-    ro.write_text("только чтение\n", "utf-8")
-    ro.chmod(0o444)
-    steps = [
-        {
-            "tool_calls": [
-                {"name": "write_file", "arguments": {"path": "отчёт.txt", "content": "x"}}
-            ]
-        },
-        {"reply": "не вышло"},
-    ]
-    records = _exec(tmp_path, steps, "Перепишите файл")
+    records = _refused_write(tmp_path, "Перепишите файл")
     refused = next(r["ref"] for r in records if r["kind"] == "tool_result")
     found = _morphz(
         tmp_path, "context", "recall", "search", "ctx", "отчёт", "--db", "s.db", "--format", "json"
@@ -121,3 +95,14 @@ def test_recall_finds_a_refusal_by_the_russian_file_name_it_names(tmp_path: Path
     assert found.returncode == 0, found.stderr
     hits = [h["ref"] for h in json.loads(found.stdout)["hits"]]
     assert refused in hits, hits
+
+
+def _refused_write(tmp_path: Path, prompt: str) -> list[dict[str, Any]]:
+    """An exec whose agent calls write_file on the read-only file отчёт.txt, then replies."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    ro = ws / "отчёт.txt"
+    ro.write_text("только чтение\n", "utf-8")
+    ro.chmod(0o444)
+    call = {"name": "write_file", "arguments": {"path": "отчёт.txt", "content": "x"}}
+    return _exec(tmp_path, [{"tool_calls": [call]}, {"reply": "не вышло"}], prompt)

@@ -37,6 +37,9 @@ def test_token_units_follow_the_rule_per_character(text: str) -> None:
     # counted on the UTF-8 bytes for speed; the rule is per character (lone surrogates too)
     assert token_units(text) == units_per_character(text)
     assert estimate_tokens(text) == -(-units_per_character(text) // 12)
+    # the wide boundary (U+2E7F narrow, three bytes; U+2E80 on wide), beyond the BMP, a surrogate
+    edges = "\u2e7f\u2e80\u2fff\u3000\U0010ffff\ud800"
+    assert token_units(text + edges) == token_units(text) + 12 * 6
 
 
 def test_scripts_other_than_latin_count_closer_to_what_tokenizers_spend() -> None:

@@ -4,7 +4,6 @@ so), and how many of its characters are wide (a token each in the estimate)."""
 
 from __future__ import annotations
 
-import re
 import unicodedata
 
 _JOINERS = {"\u200c", "\u200d"}  # zero-width (non-)joiner
@@ -91,22 +90,6 @@ def boundary(text: str, cut: int, step: int) -> int:
             return at
         at += step
     return cut
-
-
-_NOT_WIDE_LEAD = bytes(b for b in range(256) if not 0xE3 <= b <= 0xF4)
-_WIDE_AFTER_E2 = re.compile(rb"\xe2[\xba-\xbf]")
-
-
-def wide_characters(text: str) -> int:
-    """How many characters of ``text`` are U+2E80 or above, counted on its UTF-8 bytes: lead
-    bytes E3-F4 begin U+3000 and above, and E2 followed by BA-BF begins U+2E80-U+2FFF. (A loop
-    over the characters took 2 ms for an encoding of 90 KB with one accent in it; this, 0.1.)"""
-    return _wide_in(text.encode("utf-8", "surrogatepass"))
-
-
-def _wide_in(data: bytes) -> int:
-    wide = len(data.translate(None, _NOT_WIDE_LEAD))
-    return wide + (len(_WIDE_AFTER_E2.findall(data)) if b"\xe2" in data else 0)
 
 
 _LOW = bytes(range(0x80))

@@ -55,7 +55,7 @@ def edge_tokens(edge: tuple[str, str, str]) -> int:
     """What a relation counts in the mind region while its subject is in view: `` (S R O)``."""
     units = ASCII_UNITS * 5
     for part in edge:
-        units += ASCII_UNITS * len(part) if part.isascii() else token_units(part)
+        units += token_units(part)  # (ASCII: three units a character)
     return -(-units // TOKEN_UNITS)
 
 
@@ -82,7 +82,7 @@ def retiring_marks(frame: Frame | None) -> int:
     reason = (frame.reason or "")[:REASON_SHOWN]
     escapes = reason.count("\\") + reason.count('"')  # quoted: each one more character
     units = ASCII_UNITS * (RETIRING_MARKS + escapes)
-    units += ASCII_UNITS * len(reason) if reason.isascii() else token_units(reason)
+    units += token_units(reason)
     return -(-units // TOKEN_UNITS)
 
 
