@@ -269,34 +269,66 @@ class SqliteRead(RuntimeRows):
     def events(self, after_seq: int = 0, limit: int | None = None) -> Iterator[Event]:
         """The events after ``after_seq``, read 1,000 at a time, each batch fetched whole: no
         statement stays open while the caller works on them, so one it abandons (an exception,
-        Ctrl-C, whose traceback keeps this generator alive) holds no table locked."""
+        Ctrl-C, whose traceback keeps this generator alive) holds no table locked. An event
+        whose stored text is not UTF-8 raises StoreError when its turn comes, naming it, after
+        the events before it."""
         left = None if limit is None else min(limit, 2**63 - 1)
         while left is None or left > 0:
             size = EVENT_BATCH if left is None else min(EVENT_BATCH, left)
-            rows = self._event_rows(after_seq, size)
+            rows, damaged = self._event_rows(after_seq, size)
+            yield from map(_event, rows)
+            if damaged is not None:
+                raise damaged
             if not rows:
                 return
             after_seq = rows[-1][1]
             left = None if left is None else left - len(rows)
-            yield from map(_event, rows)
             if len(rows) < size:
                 return
 
-    def _event_rows(self, after_seq: int, size: int) -> list[tuple[Any, ...]]:
+    def _event_rows(self, after_seq: int, size: int) -> tuple[list[Any], StoreError | None]:
+        """Up to ``size`` event rows after ``after_seq``; where one of them holds text that is
+        not UTF-8, the rows before it and the error that names it."""
+        query = f"SELECT {_EVENT_COLS} FROM events WHERE context_id = ? AND seq > ? "
         try:
-            return self.conn.execute(
-                f"SELECT {_EVENT_COLS} FROM events WHERE context_id = ? AND seq > ? ORDER BY seq "
-                "LIMIT ?",
-                (self.cid, after_seq, size),
+            rows = self.conn.execute(
+                query + "ORDER BY seq LIMIT ?", (self.cid, after_seq, size)
             ).fetchall()
+            return rows, None
         except sqlite3.OperationalError as exc:
             if "decode" not in str(exc):
                 raise
-            raise StoreError(
-                f"an event of context '{self.cid}' after @e{after_seq} cannot be read: its "
-                f"stored text is not UTF-8 ({exc}): the store is damaged; run `morphz context "
-                f"audit {self.cid}` to see what else is, and restore the store from a backup"
-            ) from ValueError(str(exc))
+            found = self._undecodable(after_seq, size)
+            where = f"an event after @e{after_seq}" if found is None else found[1]
+            error = StoreError(
+                f"{where} of context '{self.cid}' cannot be read: its stored text is not UTF-8 "
+                f"({exc}): the store is damaged; run `morphz context audit {self.cid}` to see "
+                "what else is, and restore the store from a backup"
+            )
+            error.__cause__ = ValueError(f"{where}: {exc}")
+        if found is None:
+            return [], error
+        before = self.conn.execute(
+            query + "AND seq < ? ORDER BY seq", (self.cid, after_seq, found[0])
+        )
+        return before.fetchall(), error
+
+    def _undecodable(self, after_seq: int, size: int) -> tuple[int, str] | None:
+        """The first event of the batch after ``after_seq`` that holds text that is not UTF-8,
+        read as bytes: its seq and where (``the payload of event @e12``); None when none is
+        found (the row changed since)."""
+        rows = self.conn.execute(
+            "SELECT seq, CAST(text AS BLOB), CAST(meta AS BLOB), CAST(payload AS BLOB) "
+            "FROM events WHERE context_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (self.cid, after_seq, size),
+        ).fetchall()
+        for seq, *texts in rows:
+            for column, raw in zip(("text", "meta", "payload"), texts, strict=True):
+                try:
+                    bytes(raw or b"").decode("utf-8")
+                except UnicodeDecodeError:
+                    return seq, f"the {column} of event @e{seq}"
+        return None
 
     def event_times(self) -> Iterator[tuple[int, str, int | None]]:
         """(seq, time, time_us) of the events whose stored microseconds SQLite cannot confirm:
