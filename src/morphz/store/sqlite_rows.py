@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from morphz.mind.state import Frame
@@ -56,3 +57,23 @@ def activation_params(a: ActivationRow) -> tuple[Any, ...]:
         owner.started if owner else None,
         a.objective,
     )
+
+
+def undecodable_event(
+    conn: sqlite3.Connection, cid: str, after_seq: int, size: int
+) -> tuple[int, str] | None:
+    """The first of the ``size`` events of context ``cid`` after ``after_seq`` whose stored
+    text is not UTF-8, read as bytes: its seq and where (``the payload of event @e12``); None
+    when none is found (the row changed since)."""
+    rows = conn.execute(
+        "SELECT seq, CAST(text AS BLOB), CAST(meta AS BLOB), CAST(payload AS BLOB) "
+        "FROM events WHERE context_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        (cid, after_seq, size),
+    ).fetchall()
+    for seq, *texts in rows:
+        for column, raw in zip(("text", "meta", "payload"), texts, strict=True):
+            try:
+                bytes(raw or b"").decode("utf-8")
+            except UnicodeDecodeError:
+                return seq, f"the {column} of event @e{seq}"
+    return None

@@ -15,7 +15,7 @@ from morphz.recall.documents import time_us
 from morphz.store.base import ContextRow
 from morphz.store.sqlite_active import SqliteActive
 from morphz.store.sqlite_recall import SqliteRecall
-from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
+from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row, undecodable_event
 from morphz.store.sqlite_runtime import RuntimeRows, RuntimeWrites
 
 # UTC microseconds of an event time ("YYYY-MM-DDTHH:MM:SS[.ffffff]+HH:MM", as Python writes it):
@@ -298,7 +298,7 @@ class SqliteRead(RuntimeRows):
         except sqlite3.OperationalError as exc:
             if "decode" not in str(exc):
                 raise
-            found = self._undecodable(after_seq, size)
+            found = undecodable_event(self.conn, self.cid, after_seq, size)
             where = f"an event after @e{after_seq}" if found is None else found[1]
             error = StoreError(
                 f"{where} of context '{self.cid}' cannot be read: its stored text is not UTF-8 "
@@ -312,23 +312,6 @@ class SqliteRead(RuntimeRows):
             query + "AND seq < ? ORDER BY seq", (self.cid, after_seq, found[0])
         )
         return before.fetchall(), error
-
-    def _undecodable(self, after_seq: int, size: int) -> tuple[int, str] | None:
-        """The first event of the batch after ``after_seq`` that holds text that is not UTF-8,
-        read as bytes: its seq and where (``the payload of event @e12``); None when none is
-        found (the row changed since)."""
-        rows = self.conn.execute(
-            "SELECT seq, CAST(text AS BLOB), CAST(meta AS BLOB), CAST(payload AS BLOB) "
-            "FROM events WHERE context_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-            (self.cid, after_seq, size),
-        ).fetchall()
-        for seq, *texts in rows:
-            for column, raw in zip(("text", "meta", "payload"), texts, strict=True):
-                try:
-                    bytes(raw or b"").decode("utf-8")
-                except UnicodeDecodeError:
-                    return seq, f"the {column} of event @e{seq}"
-        return None
 
     def event_times(self) -> Iterator[tuple[int, str, int | None]]:
         """(seq, time, time_us) of the events whose stored microseconds SQLite cannot confirm:
