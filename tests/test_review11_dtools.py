@@ -63,11 +63,17 @@ def test_waiting_for_the_next_file_after_a_binary_one_is_not_a_slow_regex(tmp_pa
     found = scanlines.Found()
     try:
         scanlines.scan(
-            files(), lambda line: "hel" in line, limit=10, line_chars=100, found=found, clock=clock
+            files(),
+            lambda line: (0, 3) if "hel" in line else None,
+            limit=10,
+            line_chars=100,
+            shown_chars=300,
+            found=found,
+            clock=clock,
         )
     except scanlines.SlowLine as slow:
         pytest.fail(f"refused as a slow line at {slow.rel}:{slow.number} while waiting for a file")
-    assert found.matches == [["b.txt", 1, "hello"]]
+    assert found.matches == [["b.txt", 1, "hello", 1]]
     assert found.binary == 1
 
 

@@ -134,12 +134,15 @@ def test_a_regex_search_out_of_time_returns_the_matches_so_far(
     assert len(literal.data["matches"]) == 1
 
 
-def test_a_long_line_is_searched_in_its_first_characters(tc: ToolContext, ws: Path) -> None:
+def test_a_long_line_is_searched_by_a_regex_in_its_first_characters(
+    tc: ToolContext, ws: Path
+) -> None:
+    """(A literal searches a line whole: tests/test_fix15_files.py.)"""
     (ws / "min.js").write_text("a" * SEARCH_LINE_CHARS + "NEEDLE\nNEEDLE\n", encoding="utf-8")
-    out = run(search_files_tool(), tc, query="NEEDLE")
+    out = run(search_files_tool(), tc, query="NEEDLE", regex=True)
     assert [m["line"] for m in out.data["matches"]] == [2]
     assert out.data["lines_cut"] == 1
-    assert f"longer than {SEARCH_LINE_CHARS} characters were searched" in out.text
+    assert f"longer than {SEARCH_LINE_CHARS} characters were searched by the regex" in out.text
 
 
 @pytest.mark.parametrize("query", ["(", "a{4294967296}", "(" * 2000 + ")" * 2000])

@@ -278,7 +278,12 @@ def test_search_files_literal_regex_glob_and_order(tc: ToolContext, ws: Path) ->
         "a.txt:1: the region (primary)",
         "b.txt:1: region = eu-west-1",
     ]
-    assert out.data["matches"][0] == {"path": "a.txt", "line": 1, "text": "the region (primary)"}
+    assert out.data["matches"][0] == {
+        "path": "a.txt",
+        "line": 1,
+        "text": "the region (primary)",
+        "column": 1,
+    }
     assert len(run(SEARCH, tc, query="region", ignore_case=True).data["matches"]) == 3
     literal = run(SEARCH, tc, query="(primary)")
     assert [m["path"] for m in literal.data["matches"]] == ["a.txt"]

@@ -6,8 +6,10 @@ Python's ``re`` cannot be stopped in the agent's process: a regex that backtrack
 holds the GIL, so the event loop and the signal handlers freeze until SIGKILL. The child's
 limits: :data:`LINE_TIMEOUT_S` for one line (the regex is refused, naming the line) or for
 compiling the regex, :data:`REGEX_SEARCH_S` for the whole search (the matches found so far are
-returned), :data:`CHILD_MEMORY` of address space. A line is searched in its first
-:data:`SEARCH_LINE_CHARS` characters, literal or regex.
+returned), :data:`CHILD_MEMORY` of address space. A regex searches a line in its first
+:data:`SEARCH_LINE_CHARS` characters (the time limit is per line); a literal searches it whole.
+Either way a match keeps :data:`MATCH_SHOWN_CHARS` of its line, around the match when it lies
+beyond the line's head.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
@@ -27,9 +30,10 @@ from typing import IO
 from morphz.runtime.tools import scanlines
 from morphz.runtime.tools.base import ToolError
 from morphz.runtime.tools.paths import READ_MAX_CHARS
-from morphz.runtime.tools.scanlines import Found, scan
+from morphz.runtime.tools.scanlines import Found, Span, scan
 
-SEARCH_LINE_CHARS = READ_MAX_CHARS  # what one read_file page shows at most
+SEARCH_LINE_CHARS = READ_MAX_CHARS  # a regex's line at most: what one read_file page shows
+MATCH_SHOWN_CHARS = 300  # what a result shows of a matching line
 LINE_TIMEOUT_S = 1.0  # a regex taking longer on one line backtracks out of bounds
 REGEX_SEARCH_S = 30.0  # a regex search in all: past it, the matches found so far
 CHILD_MEMORY = 2 << 30  # bytes of address space for the regex search's child process
@@ -46,22 +50,47 @@ def literal_search(
     limit: int,
     until: Callable[[], bool] | None = None,
 ) -> Found:
-    """The lines holding ``query`` (ignoring case: both case-folded), in the agent's process;
-    once ``until()`` is true (looked at before each file), those found so far, ``stop`` being
-    "cancelled"."""
+    """The lines holding ``query`` (ignoring case: both case-folded), in the agent's process,
+    each searched whole (``str.find`` is linear: no line is too long for it); once ``until()``
+    is true (looked at before each file), those found so far, ``stop`` being "cancelled"."""
     found = Found()
     match = _literal(query, ignore_case)
-    scan(files, match, limit=limit, line_chars=SEARCH_LINE_CHARS, found=found, until=until)
+    shown = MATCH_SHOWN_CHARS
+    scan(files, match, limit=limit, line_chars=None, shown_chars=shown, found=found, until=until)
     if found.stop is None and until is not None and until():  # the walk ended for it
         found.stop = "cancelled"
     return found
 
 
-def _literal(query: str, ignore_case: bool) -> Callable[[str], bool]:
+def _literal(query: str, ignore_case: bool) -> Callable[[str], Span | None]:
+    """Where ``query`` first occurs in a line (ignoring case: in the case-folded line, its
+    span taken back to the line's own characters)."""
     if not ignore_case:
-        return lambda line: query in line
+        return lambda line: None if (at := line.find(query)) < 0 else (at, at + len(query))
     folded = query.casefold()
-    return lambda line: folded in line.casefold()
+
+    def find(line: str) -> Span | None:
+        text = line.casefold()
+        if (at := text.find(folded)) < 0:
+            return None
+        if len(text) == len(line):  # no character folded to more than one
+            return at, at + len(folded)
+        return _unfolded(line, at, at + len(folded))
+
+    return find
+
+
+def _unfolded(line: str, start: int, end: int) -> Span:
+    """The span of ``line`` whose case folding covers ``start:end`` of ``line.casefold()``
+    (which is longer where a character folds to several, 'ß' to 'ss'): each character folds on
+    its own, so the folded length of a prefix grows with it, and a binary search finds it."""
+
+    def folded(n: int) -> int:
+        return len(line[:n].casefold())
+
+    positions = range(len(line) + 1)
+    first = bisect_right(positions, start, hi=min(start, len(line)) + 1, key=folded) - 1
+    return first, bisect_left(positions, end, lo=first, hi=min(end, len(line)) + 1, key=folded)
 
 
 def regex_search(
@@ -82,6 +111,7 @@ def regex_search(
         "ignore_case": ignore_case,
         "limit": limit,
         "line_chars": SEARCH_LINE_CHARS,
+        "shown_chars": MATCH_SHOWN_CHARS,
         "line_s": LINE_TIMEOUT_S,
         "total_s": REGEX_SEARCH_S,
         "memory": CHILD_MEMORY,
@@ -234,10 +264,11 @@ def _refuse(query: str, found: Found) -> None:
 def notes(found: Found) -> list[str]:
     """What a search's result says about lines not searched whole and time run out."""
     out = []
-    if found.lines_cut:
+    if found.lines_cut:  # (a regex's only: a literal searches every line whole)
         out.append(
-            f"[line(s) longer than {SEARCH_LINE_CHARS} characters were searched in their "
-            f"first {SEARCH_LINE_CHARS} only: {found.lines_cut}]"
+            f"[line(s) longer than {SEARCH_LINE_CHARS} characters were searched by the regex in "
+            f"their first {SEARCH_LINE_CHARS} only: {found.lines_cut}; regex=false searches "
+            "a line whole]"
         )
     if found.stop == "cancelled":
         out.append("[the search was cancelled: these are the matches found so far]")
@@ -251,6 +282,7 @@ def notes(found: Found) -> list[str]:
 
 __all__ = [
     "LINE_TIMEOUT_S",
+    "MATCH_SHOWN_CHARS",
     "REGEX_SEARCH_S",
     "SEARCH_LINE_CHARS",
     "literal_search",

@@ -11,7 +11,8 @@ Content hashes are the SHA-256 of the file's bytes. Walking lists entries in sor
 never enters a symlinked directory; globs are matched without unbounded backtracking. The size
 caps bound what one search or read looks at, and a read or hash stops once the activation is
 cancelled. Writes are whole or nothing: an overwrite replaces the file with a complete temporary
-one (flushed to the disk first), a creation links one into place; a process killed meanwhile
+one (flushed to the disk first), a creation links one into place, and then the folder is flushed
+to the disk too, so that the rename or link survives a power loss; a process killed meanwhile
 leaves a ``.morphz-*.tmp`` file beside the target, which is unchanged.
 """
 
@@ -143,14 +144,15 @@ def _segment(glob: str) -> str:
 
 
 def _char_class(body: str) -> str:
-    """A glob's ``[...]`` as a regex class of one character that is never '/'; its backslashes
-    and brackets are literal, and so are the characters of set operations."""
+    """A glob's ``[...]`` as a regex class of one character that is never '/' (as in a shell's
+    and git's globs: a range such as ``[ -~]`` holds '/' but does not match it); its
+    backslashes and brackets are literal, and so are the characters of set operations."""
     negated = body[0] in "!^"
     body = body[1:] if negated else body
     if not body:
         raise re.error("'[!]' is a set of no characters")
     escaped = "".join(f"\\{c}" if c in "\\[]&~|" else c for c in body)
-    return f"[^/{escaped}]" if negated else f"[{escaped}]"
+    return f"[^/{escaped}]" if negated else f"(?!/)[{escaped}]"
 
 
 def matcher(pattern: str | None) -> Callable[[str], bool]:
@@ -352,8 +354,9 @@ def _require(digest: str, expected: str) -> None:
 def replace_atomic(real: Path, data: bytes) -> None:
     """Atomic overwrite that keeps the file's mode: the new content is written to a temporary
     file beside it and flushed to the disk before it replaces the file, so that after a power
-    loss the file holds the old content or the new, never a part. A process killed meanwhile
-    leaves the temporary file (``.morphz-*.tmp``) and the old content."""
+    loss the file holds the old content or the new, never a part; then the folder is flushed,
+    so that the replacement itself is on the disk. A process killed meanwhile leaves the
+    temporary file (``.morphz-*.tmp``) and the old content."""
     # a short name of its own: the target's name plus a prefix could pass the 255-byte limit
     fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=".morphz-", suffix=".tmp")
     try:
@@ -365,6 +368,7 @@ def replace_atomic(real: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    sync_folder(real.parent)
 
 
 def create_atomic(real: Path, data: bytes) -> None:
@@ -372,7 +376,8 @@ def create_atomic(real: Path, data: bytes) -> None:
     it (created as an ordinary new file is, the umask applied), then hard-linked into place,
     which fails when something is there already (created meanwhile: never clobbered). A write
     that fails part-way (a full disk, a file size limit) leaves nothing behind. On a file system
-    without hard links the file is created in place and removed again if its write fails."""
+    without hard links the file is created in place and removed again if its write fails. The
+    folder is flushed to the disk last (the link and the temporary name's removal with it)."""
     tmp = _new_temp(real.parent)
     try:
         with tmp.open("wb") as f:
@@ -386,6 +391,7 @@ def create_atomic(real: Path, data: bytes) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+    sync_folder(real.parent)
 
 
 def _write_durably(f: BinaryIO, data: bytes) -> None:
@@ -402,6 +408,39 @@ def _write_durably(f: BinaryIO, data: bytes) -> None:
 
 # what fsync says where the file system cannot sync: the write stands without it
 _NO_SYNC = {errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}
+
+
+# what opening a folder or its fsync says where a folder cannot be synced (Windows cannot open
+# one; some file systems refuse it; a folder one may write in but not read): the write stands
+_NO_FOLDER_SYNC = _NO_SYNC | {errno.EBADF, errno.EACCES}
+
+
+def sync_folder(folder: Path) -> None:
+    """Flush ``folder``'s entries to the disk, after a file was renamed, linked or created in
+    it: without this, a power loss can undo the rename (the file then holds its old content, or
+    a new one is missing). Where a folder cannot be opened or synced the change stands without
+    it; another failure (an I/O error) is a ToolError that says the change was made."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as exc:
+        if exc.errno in _NO_FOLDER_SYNC:
+            return
+        raise _unsynced(exc) from None
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in _NO_FOLDER_SYNC:
+            raise _unsynced(exc) from None
+    finally:
+        os.close(fd)
+
+
+def _unsynced(exc: OSError) -> ToolError:
+    return ToolError(
+        f"the change was made, but its folder could not be flushed to the disk "
+        f"({exc.strerror or exc}), so a power loss could still undo it: check the disk, then "
+        "read or list what you changed to see what it holds"
+    )
 
 
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS}
@@ -450,6 +489,7 @@ __all__ = [
     "select",
     "sha256_hex",
     "stop_if",
+    "sync_folder",
     "verify_hash",
     "walk",
 ]

@@ -37,9 +37,13 @@ def is_binary(head: bytes) -> bool:
     return b"\0" in head[:BINARY_PROBE]
 
 
+Span = tuple[int, int]  # where a match starts and ends in its line
+
+
 @dataclass
 class Found:
-    """What a search found: matches ``[path, line number, text]`` in path order, binary files
+    """What a search found: matches ``[path, line number, text, column]`` in path order (the
+    text shown of the line, which starts at that column: see :func:`excerpt`), binary files
     skipped, lines searched in their first characters only, and why it stopped early: "limit"
     (more matches than asked for), "time", "memory" or "cancelled"; for a refused regex,
     ``error`` (it does not compile) or ``slow`` (``[path, line]`` where one line took too long;
@@ -98,20 +102,33 @@ class SlowLine(Exception):
         self.rel, self.number = rel, number
 
 
+def excerpt(line: str, span: Span, width: int) -> tuple[str, int]:
+    """What is shown of ``line`` for a match at ``span``, at most ``width`` characters, and the
+    (1-based) column where it starts: the line's head when the match ends within it, else from
+    a quarter of ``width`` before the match (a match far into a long line is seen)."""
+    start, end = span
+    if end <= width:
+        return line[:width], 1
+    begin = max(0, start - width // 4)
+    return line[begin : begin + width], begin + 1
+
+
 def scan(
     files: Iterable[tuple[str, str]],
-    match: Callable[[str], bool],
+    match: Callable[[str], Span | None],
     *,
     limit: int,
-    line_chars: int,
+    line_chars: int | None,
+    shown_chars: int,
     found: Found,
     clock: Clock | None = None,
     until: Callable[[], bool] | None = None,
 ) -> None:
     """Match the lines of ``files`` (``(path shown, path to read)``), numbered as read_file
     numbers them (split at \\n only: splitlines also breaks at \\f, \\r...) and each cut at
-    ``line_chars``, until more than ``limit`` match, or ``until()`` is true before a file (the
-    search was cancelled: ``stop`` is "cancelled")."""
+    ``line_chars`` (None: searched whole), until more than ``limit`` match, or ``until()`` is
+    true before a file (the search was cancelled: ``stop`` is "cancelled"). A match keeps
+    :func:`excerpt` of its line, ``shown_chars`` wide."""
     for rel, path in files:
         if until is not None and until():
             found.stop = "cancelled"
@@ -128,15 +145,15 @@ def scan(
             continue
         text = content.decode("utf-8", "replace")
         for number, whole in enumerate(text.removesuffix("\n").split("\n"), 1):
-            line = whole[:line_chars]
+            line = whole if line_chars is None else whole[:line_chars]
             found.lines_cut += len(line) < len(whole)
             if clock is not None:
                 clock.number = number
-            if match(line):
+            if (span := match(line)) is not None:
                 if len(found.matches) == limit:
                     found.stop = "limit"
                     return
-                found.matches.append([rel, number, line])
+                found.matches.append([rel, number, *excerpt(line, span, shown_chars)])
         if clock is not None:
             clock.busy = False  # the next file comes when the agent's process finds it
 
@@ -163,13 +180,13 @@ def _search(request: dict[str, Any], lines: Iterable[str], found: Found) -> None
         rx = _compiled(request["pattern"], request["ignore_case"], found)
         clock.busy = False
         if rx is not None:
-            matches = rx.search
             files = (tuple(json.loads(line)) for line in lines)
             scan(
                 files,
-                lambda line: matches(line) is not None,
+                lambda line: None if (m := rx.search(line)) is None else m.span(),
                 limit=request["limit"],
                 line_chars=request["line_chars"],
+                shown_chars=request["shown_chars"],
                 found=found,
                 clock=clock,
             )

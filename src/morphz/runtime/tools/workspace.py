@@ -19,7 +19,7 @@ import shlex
 import stat
 import threading
 from collections.abc import Callable, Iterator
-from itertools import islice
+from itertools import islice, takewhile
 from pathlib import Path
 from typing import Any
 
@@ -50,11 +50,11 @@ from morphz.runtime.tools.paths import (
     resolve_path,
     select,
     sha256_hex,
+    sync_folder,
     verify_hash,
 )
 from morphz.txlang.sexpr import unicode_problem
 
-_MATCH_LINE_CHARS = 300
 _WRITE_LOCK = threading.Lock()  # hash check and write are one step within this process
 _WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 _SHA = {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}
@@ -278,10 +278,10 @@ def _search(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     else:
         found = literal_search(query, a["ignore_case"], files, limit, until=tc.cancelled.is_set)
     skipped["binary"] = found.binary
-    matches = [{"path": p, "line": n, "text": line} for p, n, line in found.matches]
+    matches = [{"path": p, "line": n, "text": t, "column": c} for p, n, t, c in found.matches]
     truncated = found.stop is not None
     lines = [f"{len(matches)} matches for {query!r} in {relative(tc, top)}"]
-    lines += [f"{m['path']}:{m['line']}: {m['text'][:_MATCH_LINE_CHARS]}" for m in matches]
+    lines += [_match_line(m) for m in matches]
     if found.stop == "limit":
         lines.append(f"[stopped at {limit} matches; narrow path or glob, or raise max_matches]")
     lines += notes(found)
@@ -290,6 +290,14 @@ def _search(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     data = {"matches": matches, "truncated": truncated, "skipped": skipped}
     data["lines_cut"] = found.lines_cut
     return ToolOutcome("\n".join(lines), data=data)
+
+
+def _match_line(m: dict[str, Any]) -> str:
+    """``path:line: text``; text that starts past the line's head (a match far into a long
+    line) says so: ``…`` and the column it starts at."""
+    column = m["column"]
+    where = "" if column == 1 else f"[from column {column}] …"
+    return f"{m['path']}:{m['line']}: {where}{m['text']}"
 
 
 def search_files_tool(policy: Policy = "allow") -> Tool:
@@ -416,14 +424,18 @@ def _target(a: dict[str, Any], tc: ToolContext) -> Path:
 
 
 def _folder_for(tc: ToolContext, real: Path, path: str) -> None:
-    """Create the missing folders above ``real``; refused where one of them is a file."""
-    above = next((p for p in real.parents if p.exists()), None)
+    """Create the missing folders above ``real``, each flushed to the disk in the folder that
+    holds it (as the file will be in its own); refused where one of them is a file."""
+    missing = list(takewhile(lambda p: not p.exists(), real.parents))
+    above = real.parents[len(missing)] if len(missing) < len(real.parents) else None
     if above is not None and not above.is_dir():
         raise ToolError(
             f"{relative(tc, above)!r} is a file, not a folder: {path!r} cannot be created "
             "below it; choose another path"
         )
     real.parent.mkdir(parents=True, exist_ok=True)
+    for made in reversed(missing):
+        sync_folder(made.parent)
 
 
 def _written(tc: ToolContext, real: Path, data: bytes, action: str) -> ToolOutcome:
