@@ -22,6 +22,11 @@ the shell runs, then ``end RETURNCODE LEFT`` (the shell's return code, negative 
 that killed it, as ``subprocess`` gives it; LEFT, the processes still there after
 :data:`ROUNDS` rounds, 0 unless they kept forking), or ``error MESSAGE`` if the shell could not
 be started. A traceback there means the supervisor itself failed.
+
+Killed itself (SIGKILL: nothing can catch it), it cleans up nothing: the agent, if it lives,
+kills the shell's group (it has the pid from the report); a process in another session runs on,
+reparented to init (or the nearest subreaper), and if the agent is gone too, the group runs on
+as well.
 """
 
 from __future__ import annotations
