@@ -1,11 +1,14 @@
 """The ``exec`` tool: a shell command run in the workspace, output captured and size-capped.
 
-The command runs through ``/bin/sh`` (``asyncio.create_subprocess_shell``) in its own process
-group, with stdin closed and stderr merged into stdout. When the command finishes, or times out,
-or the call is cancelled, the whole group is killed: its background jobs do not outlive the call.
-A process that leaves the group by starting a session of its own (``setsid``, a daemon's double
-fork) is not in it and does outlive the call, and the agent; the tool's description says so
-(in as many bytes as it had: the benchmarks' documented schema size stays true).
+The command runs through ``/bin/sh`` under a small supervisor process (:mod:`.supervisor`, a
+standard-library script run with ``python -I -S``), with stdin closed and stderr merged into
+stdout. When the command finishes, or times out, or the call is cancelled, the supervisor kills
+the shell's process group and, on Linux, where it is a child subreaper, every other process the
+command started, those in a session of their own (``setsid``, a daemon's double fork) too: none
+outlives the call. It does the same when the agent's process dies (the end of a pipe only the
+agent holds open). On macOS only the group is killed: a process in a session of its own
+outlives the call, as the tool's description there says (in as many bytes as on Linux: the
+benchmarks' documented schema size stays true).
 Output is kept within a cap (head and tail, with a marker for what was left out) while it is
 read, so a chatty command never fills memory.
 """
@@ -15,12 +18,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from morphz.runtime.models.base import ToolSchema
+from morphz.runtime.tools import supervisor
 from morphz.runtime.tools.base import (
     ArgumentError,
     Policy,
@@ -38,6 +46,14 @@ DEFAULT_MAX_OUTPUT = 16_000
 # may hold credentials (https://user:password@host)
 HIDDEN_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY")
 _DRAIN_S = 2.0  # after the kill, how long the pipes may take to close
+_STOP_S = 10.0  # how long the supervisor may take to end the command once asked to
+_REPORT_CHARS = 4000  # what is kept of the supervisor's stderr (a traceback's end)
+_SUPERVISOR = Path(supervisor.__file__)
+# the kill reaches processes in sessions of their own only where the supervisor is a subreaper;
+# both sentences are as long, in bytes, as the one the benchmarks' schema sizes were measured with
+WHAT_DIES_LINUX = "Background jobs die when it ends or times out, setsid ones as well."
+WHAT_DIES_ELSEWHERE = "Background jobs die when it ends or times out; setsid ones survive."
+_WHAT_DIES = WHAT_DIES_LINUX if sys.platform.startswith("linux") else WHAT_DIES_ELSEWHERE
 
 _EXEC = params(
     ["command"],
@@ -96,16 +112,27 @@ class CappedOutput:
 
 
 class _Capture(asyncio.SubprocessProtocol):
-    """Collects the output; ``exited`` is set when the shell exits, ``closed`` when, in addition,
-    every pipe is closed (a background process may hold one open after the shell exits)."""
+    """Collects the output (the supervisor's stdout) and the supervisor's report (its stderr);
+    ``exited`` is set when the supervisor exits, ``closed`` when, in addition, every pipe is
+    closed (a process the kill did not reach may hold the output open)."""
 
     def __init__(self, out: CappedOutput) -> None:
         self.out = out
+        self.report = bytearray()
+        self.reported = asyncio.Event()  # the report's pipe is closed: it is all here
         self.exited = asyncio.Event()
         self.closed = asyncio.Event()
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
-        self.out.add(data)
+        if fd == 1:
+            self.out.add(data)
+            return
+        self.report += data
+        del self.report[: max(0, len(self.report) - 4 * _REPORT_CHARS)]
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 2:
+            self.reported.set()
 
     def process_exited(self) -> None:
         self.exited.set()
@@ -117,39 +144,6 @@ class _Capture(asyncio.SubprocessProtocol):
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-
-
-class _Warden:
-    """A small process that ends a command's process group if this process dies while the
-    command runs (killed with SIGKILL, by the OOM killer, a crash): it waits on a pipe only this
-    process holds open, and kills the group when the pipe reaches its end. It runs in a session
-    of its own, so a signal to this process's group (job control, a CI runner) does not take it
-    away before it acts. Without it a command killed only from here would outlive the agent."""
-
-    def __init__(self, pgid: int) -> None:
-        read, self._write = os.pipe()
-        try:
-            self._proc = subprocess.Popen(
-                ["/bin/sh", "-c", 'read _; kill -9 "-$1" 2>/dev/null', "morphz-warden", str(pgid)],
-                stdin=read,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            os.close(self._write)
-            raise ToolError(
-                f"exec: cannot start the command's warden: {exc.strerror or exc}"
-            ) from None
-        finally:
-            os.close(read)
-
-    def dismiss(self) -> None:
-        """The command's group was ended here: stop the warden first (so it never signals a
-        group number reused later), then close the pipe."""
-        self._proc.kill()
-        self._proc.wait()
-        os.close(self._write)
 
 
 def _environment(hidden: Iterable[str], extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -178,58 +172,127 @@ def exec_tool(
         if not cwd.is_dir():
             raise ToolError(f"cwd {a['cwd']!r} is not a directory; use list_files to find one")
         out = CappedOutput(max_output_chars)
-        loop = asyncio.get_running_loop()
-        try:
-            transport, capture = await loop.subprocess_shell(
-                lambda: _Capture(out),
-                command,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=_environment(hidden, env),
-            )
-        except OSError as exc:
-            raise ToolError(f"exec: cannot start the shell: {exc.strerror or exc}") from None
+        transport, capture = await _start(command, cwd, _environment(hidden, env), out)
         timed_out = False
-        warden: _Warden | None = None
         try:
-            warden = _Warden(transport.get_pid())
             await asyncio.wait_for(capture.exited.wait(), timeout)
         except TimeoutError:
             timed_out = True
         finally:
-            # the shell leads its own process group: end the group (background jobs included),
-            # wait for the exit, give the pipes a moment to drain, then close them
-            _kill_group(transport.get_pid())
-            if warden is not None:
-                warden.dismiss()
-            await capture.exited.wait()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(capture.closed.wait(), _DRAIN_S)
-            transport.close()
+            await _stop(transport, capture)
+        code, left = _Report.read(capture.report).ending(transport.get_returncode())
         return _outcome(
             command,
             relative(tc, cwd),
-            transport.get_returncode(),
+            code,
             timed_out=timed_out,
             timeout=timeout,
             out=out,
+            left=left,
         )
 
     return Tool(
         ToolSchema(
             "exec",
             "Run a shell command in the workspace (stdout and stderr together, capped at "
-            f"{max_output_chars} characters keeping head and tail). Background jobs die when it "
-            "ends or times out; setsid ones survive.",
+            f"{max_output_chars} characters keeping head and tail). {_WHAT_DIES}",
             _EXEC,
         ),
         run,
         policy,
         check=_check,
     )
+
+
+async def _start(
+    command: str, cwd: Path, env: dict[str, str], out: CappedOutput
+) -> tuple[asyncio.SubprocessTransport, _Capture]:
+    """The supervisor running the command, in a session of its own (a signal to this process's
+    group does not reach it); its stdin is the pipe whose end tells it to stop."""
+    if not sys.executable:
+        raise ToolError("exec: no Python interpreter to run the command's supervisor")
+    lc_ctype = supervisor.UNSET if "LC_CTYPE" not in env else "=" + env["LC_CTYPE"]
+    loop = asyncio.get_running_loop()
+    try:
+        return await loop.subprocess_exec(
+            lambda: _Capture(out),
+            *(sys.executable, "-I", "-S", str(_SUPERVISOR), command, lc_ctype),
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=env,
+        )
+    except OSError as exc:
+        raise ToolError(
+            f"exec: cannot start the command's supervisor: {exc.strerror or exc}"
+        ) from None
+
+
+async def _stop(transport: asyncio.SubprocessTransport, capture: _Capture) -> None:
+    """Ask the supervisor to end the command (close its stdin: nothing if it has ended), wait
+    for it (killed if it takes too long) and its report; if it ended without one, kill the
+    command's group from here. Then give the output a moment to drain, and close the pipes."""
+    stdin = transport.get_pipe_transport(0)
+    if stdin is not None:
+        stdin.close()
+    try:
+        await asyncio.wait_for(capture.exited.wait(), _STOP_S)
+    except TimeoutError:
+        transport.kill()
+        await capture.exited.wait()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(capture.reported.wait(), _DRAIN_S)
+    report = _Report.read(capture.report)
+    if report.end is None and report.pid is not None:
+        _kill_group(report.pid)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(capture.closed.wait(), _DRAIN_S)
+    transport.close()
+
+
+@dataclass
+class _Report:
+    """What the supervisor said (its stderr): the shell's pid, then how it ended (its return
+    code, and the processes left), or why it could not start; ``lines``, all of it."""
+
+    lines: list[str]
+    pid: int | None = None
+    end: tuple[int, int] | None = None
+    error: str | None = None
+
+    @classmethod
+    def read(cls, report: bytes | bytearray) -> _Report:
+        said = cls(report.decode("utf-8", "replace").splitlines())
+        for line in said.lines:
+            if (pid := re.fullmatch(r"pid (\d+)", line)) is not None:
+                said.pid = int(pid[1])
+            elif (end := re.fullmatch(r"end (-?\d+) (\d+)", line)) is not None:
+                said.end = int(end[1]), int(end[2])
+            elif line.startswith("error "):
+                said.error = line.removeprefix("error ")
+        return said
+
+    def ending(self, supervisor_code: int | None) -> tuple[int, int]:
+        """The shell's return code and the count of processes left; ToolError if the shell did
+        not start, or the supervisor ended without saying how it ended."""
+        if self.error is not None:
+            raise ToolError(f"exec: cannot start the shell: {self.error}")
+        if self.end is not None:
+            return self.end
+        said = "\n".join(self.lines)[-_REPORT_CHARS:] or "nothing"
+        if self.pid is None:
+            what = "the command may not have started"
+        else:
+            what = (
+                "the command's process group was killed, but processes it started in sessions "
+                "of their own may still run: check with ps before running it again"
+            )
+        raise ToolError(
+            f"exec: the command's supervisor ended (return code {supervisor_code}) without "
+            f"saying how the command ended; it said: {said}. So {what}"
+        )
 
 
 def _check(args: dict[str, Any]) -> dict[str, Any]:
@@ -246,7 +309,14 @@ def _check(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _outcome(
-    command: str, cwd: str, code: int | None, *, timed_out: bool, timeout: float, out: CappedOutput
+    command: str,
+    cwd: str,
+    code: int | None,
+    *,
+    timed_out: bool,
+    timeout: float,
+    out: CappedOutput,
+    left: int = 0,
 ) -> ToolOutcome:
     output, truncated = out.text()
     if timed_out:
@@ -255,6 +325,8 @@ def _outcome(
         status = f"killed by signal {-code}"
     else:
         status = f"exit code {code}"
+    if left:  # processes that kept forking faster than they were killed
+        status += f"; {left} processes it started could not be ended"
     text = f"$ {command}\n[{status}]\n{output}"
     data = {
         "command": command,

@@ -1,0 +1,221 @@
+"""The supervisor of one ``exec`` command, run as a script in a child process of the agent
+(``python -I -S supervisor.py COMMAND LC_CTYPE``); standard library only, it imports nothing of
+morphz.
+
+It starts ``/bin/sh -c COMMAND`` in a process group of its own (stdin ``/dev/null``, stdout and
+stderr both the supervisor's stdout, which is the agent's output pipe), waits for the shell to
+exit, then kills the shell's group and every process the command left, and reports the shell's
+status. On Linux it first makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``):
+a process the command started whose parent dies (a ``setsid`` job once the shell is gone, the
+grandchild of a daemon's double fork) becomes the supervisor's child, not init's, so after the
+group it kills its children and reaps them, round after round (a killed process's children
+become its own), until it has none. Elsewhere (macOS) only the group is killed: a process in a
+session of its own escapes, as it did before.
+
+It cleans up the same way, at once, when asked to stop: the end of its stdin (a pipe only the
+agent holds open: the agent closes it on a timeout or a cancellation, and the system closes it
+when the agent dies, however it dies) or SIGTERM, SIGINT or SIGHUP. It runs in a session of its
+own (the agent starts it so), so a signal to the agent's process group does not reach it.
+
+What it says goes to its stderr, a pipe of its own to the agent, one line each: ``pid N`` once
+the shell runs, then ``end RETURNCODE LEFT`` (the shell's return code, negative for the signal
+that killed it, as ``subprocess`` gives it; LEFT, the processes still there after
+:data:`ROUNDS` rounds, 0 unless they kept forking), or ``error MESSAGE`` if the shell could not
+be started. A traceback there means the supervisor itself failed.
+
+Killed itself (SIGKILL: nothing can catch it), it cleans up nothing: the agent, if it lives,
+kills the shell's group (it has the pid from the report); a process in another session runs on,
+reparented to init (or the nearest subreaper), and if the agent is gone too, the group runs on
+as well.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+from contextlib import suppress
+from types import FrameType
+
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+ROUNDS = 200  # kill-and-reap rounds at the end; more only if the command's processes keep forking
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_DEFAULTED = (signal.SIGPIPE, signal.SIGXFSZ)  # ignored by Python, reset for the shell as
+# subprocess (restore_signals) resets them
+UNSET = "-"  # the LC_CTYPE argument when the command's environment has none; else "=VALUE"
+
+_stop_asked: list[int] = []  # the stop signals received
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    _stop_asked.append(signum)
+
+
+def _noted(signum: int, frame: FrameType | None) -> None:
+    """SIGCHLD: nothing to do here; its arrival wakes the wait (the wakeup pipe)."""
+
+
+def become_subreaper() -> bool:
+    """Make the orphans among this process's descendants its children (Linux, with /proc to
+    find them); False where it cannot."""
+    if not sys.platform.startswith("linux") or not os.path.exists("/proc/self/stat"):
+        return False
+    import ctypes  # here only: its import costs time on every exec call elsewhere for nothing
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+
+
+def watch_signals() -> int:
+    """Handlers for SIGCHLD and the stop signals (one already ignored stays ignored, for the
+    shell too); the read end of a pipe that becomes readable when one arrives."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, _noted)
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _stop)
+    return read
+
+
+def environment(lc_ctype: str) -> dict[bytes, bytes]:
+    """This process's environment as the command is to have it: Python's start-up may have set
+    LC_CTYPE (the C locale coerced to UTF-8, PEP 538); the agent says what it was."""
+    env = dict(os.environb)
+    env.pop(b"LC_CTYPE", None)
+    if lc_ctype != UNSET:
+        env[b"LC_CTYPE"] = os.fsencode(lc_ctype[1:])
+    return env
+
+
+def start(command: bytes, env: dict[bytes, bytes]) -> int:
+    """The shell's pid: ``/bin/sh -c command`` leading a process group of its own."""
+    return os.posix_spawn(
+        "/bin/sh",
+        [b"/bin/sh", b"-c", command],
+        env,
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, 1, 2),
+        ],
+        setpgroup=0,
+        setsigdef=_DEFAULTED,
+    )
+
+
+class Shell:
+    """The shell's pid and, once it is reaped, its wait status."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.status: int | None = None
+
+    def exited(self) -> bool:
+        """Whether the shell has exited. Where ``os.waitid`` is (Linux) it is left unreaped, so
+        its number, which is its group's, is not reused before the group is killed, and the
+        adopted orphans that ended meanwhile are reaped; elsewhere it is reaped."""
+        if not hasattr(os, "waitid"):
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = status
+            return pid != 0
+        flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+        while (info := os.waitid(os.P_ALL, 0, flags)) is not None:
+            if info.si_pid == self.pid:
+                return True
+            os.waitpid(info.si_pid, 0)
+        return False
+
+    def reap(self) -> int:
+        """The shell's wait status, reaping it if it is not yet."""
+        if self.status is None:
+            self.status = os.waitpid(self.pid, 0)[1]
+        return self.status
+
+
+def wait(shell: Shell, wake: int) -> None:
+    """Until the shell has exited or a stop is asked (a stop signal, the end of stdin)."""
+    while not _stop_asked and not shell.exited():
+        ready, _, _ = select.select([0, wake], [], [])
+        if wake in ready:
+            os.read(wake, 4096)
+        if 0 in ready and not os.read(0, 4096):
+            return
+
+
+def children() -> list[int]:
+    """This process's children, zombies included."""
+    me = os.getpid()
+    # the kernel may not list them (CONFIG_PROC_CHILDREN): then /proc is scanned
+    with suppress(OSError), open(f"/proc/{me}/task/{me}/children", "rb") as listing:
+        return [int(pid) for pid in listing.read().split()]
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat_file:
+                stat = stat_file.read()
+        except OSError:  # it ended meanwhile
+            continue
+        if int(stat[stat.rindex(b")") + 2 :].split()[1]) == me:  # state, then the parent
+            found.append(int(name))
+    return found
+
+
+def _kill(pid: int) -> None:
+    with suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def end(shell: Shell, subreaper: bool) -> int:
+    """Kill the shell's group and the shell, reap the shell, then (a subreaper) kill and reap
+    every child, round after round, until there is none; the children left after
+    :data:`ROUNDS` rounds are counted, not waited for."""
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(shell.pid, signal.SIGKILL)
+    _kill(shell.pid)
+    shell.reap()
+    if not subreaper:
+        return 0
+    for _ in range(ROUNDS):
+        try:  # (reaps one that has ended, if any)
+            os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:  # none left: the usual case, with no need to look in /proc
+            return 0
+        found = children()
+        for pid in found:
+            _kill(pid)
+        for pid in found:
+            with suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+    return len(children())
+
+
+def report(line: str) -> None:
+    """A line to the agent. An agent that died no longer reads: the cleanup was for it."""
+    with suppress(BrokenPipeError):
+        os.write(2, line.encode() + b"\n")
+
+
+def main() -> None:
+    command, lc_ctype = os.fsencode(sys.argv[1]), sys.argv[2]
+    subreaper = become_subreaper()
+    wake = watch_signals()
+    try:
+        shell = Shell(start(command, environment(lc_ctype)))
+    except OSError as exc:
+        report(f"error {exc.strerror or exc}")
+        return
+    report(f"pid {shell.pid}")
+    try:
+        wait(shell, wake)
+    finally:  # a failure here too ends what the command started, then shows its traceback
+        left = end(shell, subreaper)
+    report(f"end {os.waitstatus_to_exitcode(shell.reap())} {left}")
+
+
+if __name__ == "__main__":
+    main()
