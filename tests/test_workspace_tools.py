@@ -176,6 +176,18 @@ def test_paths_outside_the_workspace_are_refused(tc: ToolContext, ws: Path, outs
     assert run(READ, tc, path="alias").data["sha256"] == sha("hello\n")
 
 
+def test_protected_paths_are_compared_ignoring_case(tc: ToolContext, ws: Path) -> None:
+    """On a file system that ignores case (macOS, Windows) ``MORPHZ.DB`` is the store itself:
+    another spelling of a protected path is refused too (where case matters, such a name is a
+    different file, and refusing it is harmless)."""
+    (ws / "morphz.db").write_bytes(b"SQLite format 3\0")
+    (ws / "config").mkdir()
+    for path in ["MORPHZ.DB", "Morphz.db-WAL", "CONFIG/models.toml", "Config/New.toml"]:
+        refused(WRITE, tc, "is protected", path=path, content="x")
+    assert not (ws / "MORPHZ.DB").exists()
+    assert run(WRITE, tc, path="morphz.db.txt", content="x").data["path"] == "morphz.db.txt"
+
+
 def test_protected_paths_are_never_written(tc: ToolContext, ws: Path) -> None:
     (ws / "morphz.db").write_bytes(b"SQLite format 3\0")
     (ws / "config").mkdir()

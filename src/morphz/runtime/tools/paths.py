@@ -28,7 +28,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from morphz.runtime.tools.base import ToolContext, ToolError
@@ -67,11 +67,16 @@ def relative(tc: ToolContext, resolved: Path) -> str:
 
 
 def check_writable(tc: ToolContext, resolved: Path, path: str) -> None:
+    """Refuse a write to a protected path. Paths are compared ignoring case: on a file system
+    that ignores it (macOS, Windows) ``MORPHZ.DB`` is the store, and resolving a path does not
+    give it the spelling on disk; where case matters this refuses a few names that differ from
+    a protected one only by case, which is harmless."""
     root = tc.workspace.resolve()
+    target = PurePosixPath(resolved.as_posix().casefold())
     for p in tc.protected_paths:
-        guarded = (root / p).resolve()
-        companions = [Path(f"{guarded}{suffix}") for suffix in ("-wal", "-shm", "-journal")]
-        if resolved.is_relative_to(guarded) or resolved in companions:
+        guarded = PurePosixPath((root / p).resolve().as_posix().casefold())
+        companions = [PurePosixPath(f"{guarded}{s}") for s in ("-wal", "-shm", "-journal")]
+        if target.is_relative_to(guarded) or target in companions:
             raise ToolError(
                 f"path {path!r} is protected (the store's files and the configuration are not "
                 "writable by tools); write somewhere else in the workspace"
