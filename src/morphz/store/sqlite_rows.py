@@ -59,19 +59,25 @@ def activation_params(a: ActivationRow) -> tuple[Any, ...]:
     )
 
 
+# the event columns that hold text (the others are numbers): where a row may fail to decode
+EVENT_TEXT_COLUMNS = (
+    "kind", "session_id", "time", "recorded_at", "text", "meta", "payload", "head"
+)  # fmt: skip
+
+
 def undecodable_event(
     conn: sqlite3.Connection, cid: str, after_seq: int, size: int
 ) -> tuple[int, str] | None:
     """The first of the ``size`` events of context ``cid`` after ``after_seq`` whose stored
-    text is not UTF-8, read as bytes: its seq and where (``the payload of event @e12``); None
-    when none is found (the row changed since)."""
+    text (any text column) is not UTF-8, read as bytes: its seq and where (``the payload of
+    event @e12``); None when none is found (the row changed since)."""
+    casts = ", ".join(f"CAST({column} AS BLOB)" for column in EVENT_TEXT_COLUMNS)
     rows = conn.execute(
-        "SELECT seq, CAST(text AS BLOB), CAST(meta AS BLOB), CAST(payload AS BLOB) "
-        "FROM events WHERE context_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        f"SELECT seq, {casts} FROM events WHERE context_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         (cid, after_seq, size),
     ).fetchall()
     for seq, *texts in rows:
-        for column, raw in zip(("text", "meta", "payload"), texts, strict=True):
+        for column, raw in zip(EVENT_TEXT_COLUMNS, texts, strict=True):
             try:
                 bytes(raw or b"").decode("utf-8")
             except UnicodeDecodeError:

@@ -62,15 +62,24 @@ def literal_search(
     return found
 
 
+# 'İ' (U+0130) folds to 'i' and a combining dot; ignoring case it is found as 'i', as re finds it
+_DOTTED_I = {0x130: "i"}
+
+
+def fold(text: str) -> str:
+    """``text`` as a literal search ignoring case compares it: case-folded, 'İ' as 'i'."""
+    return text.translate(_DOTTED_I).casefold()
+
+
 def _literal(query: str, ignore_case: bool) -> Callable[[str], Span | None]:
     """Where ``query`` first occurs in a line (ignoring case: in the case-folded line, its
     span taken back to the line's own characters)."""
     if not ignore_case:
         return lambda line: None if (at := line.find(query)) < 0 else (at, at + len(query))
-    folded = query.casefold()
+    folded = fold(query)
 
     def find(line: str) -> Span | None:
-        text = line.casefold()
+        text = fold(line)
         if (at := text.find(folded)) < 0:
             return None
         if len(text) == len(line):  # no character folded to more than one
@@ -81,12 +90,12 @@ def _literal(query: str, ignore_case: bool) -> Callable[[str], Span | None]:
 
 
 def _unfolded(line: str, start: int, end: int) -> Span:
-    """The span of ``line`` whose case folding covers ``start:end`` of ``line.casefold()``
+    """The span of ``line`` whose case folding covers ``start:end`` of ``fold(line)``
     (which is longer where a character folds to several, 'ß' to 'ss'): each character folds on
     its own, so the folded length of a prefix grows with it, and a binary search finds it."""
 
     def folded(n: int) -> int:
-        return len(line[:n].casefold())
+        return len(fold(line[:n]))
 
     positions = range(len(line) + 1)
     first = bisect_right(positions, start, hi=min(start, len(line)) + 1, key=folded) - 1

@@ -26,6 +26,7 @@ import re
 import secrets
 import shutil
 import tempfile
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -67,20 +68,55 @@ def relative(tc: ToolContext, resolved: Path) -> str:
 
 
 def check_writable(tc: ToolContext, resolved: Path, path: str) -> None:
-    """Refuse a write to a protected path. Paths are compared ignoring case: on a file system
-    that ignores it (macOS, Windows) ``MORPHZ.DB`` is the store, and resolving a path does not
-    give it the spelling on disk; where case matters this refuses a few names that differ from
-    a protected one only by case, which is harmless."""
+    """Refuse a write to a protected path (or into a protected folder). A name is compared as a
+    file system that ignores case and Unicode normalization (macOS, Windows) would see it:
+    there ``MORPHZ.DB``, or ``café.db`` spelled with a combining accent, is the store, and
+    resolving a path does not give it the spelling on disk. Where names are exact bytes this
+    refuses a few names that differ from a protected one only so, which is harmless. A path
+    that exists is also refused when it, or a folder it is in, is a protected one on the disk
+    (the same device and inode), whatever its spelling."""
     root = tc.workspace.resolve()
-    target = PurePosixPath(resolved.as_posix().casefold())
+    target = _folded(resolved)
+    on_disk = _identities(resolved, root)
     for p in tc.protected_paths:
-        guarded = PurePosixPath((root / p).resolve().as_posix().casefold())
+        guarded_path = (root / p).resolve()
+        guarded = _folded(guarded_path)
         companions = [PurePosixPath(f"{guarded}{s}") for s in ("-wal", "-shm", "-journal")]
-        if target.is_relative_to(guarded) or target in companions:
+        if (
+            target.is_relative_to(guarded)
+            or target in companions
+            or _identity(guarded_path) in on_disk
+        ):
             raise ToolError(
                 f"path {path!r} is protected (the store's files and the configuration are not "
                 "writable by tools); write somewhere else in the workspace"
             )
+
+
+def _folded(path: Path) -> PurePosixPath:
+    """``path`` as a file system that ignores case and Unicode normalization compares it."""
+    return PurePosixPath(unicodedata.normalize("NFD", path.as_posix()).casefold())
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The (device, inode) of what is at ``path``; None when nothing is there."""
+    try:
+        st = path.stat()
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _identities(resolved: Path, root: Path) -> set[tuple[int, int] | None]:
+    """The (device, inode) of ``resolved`` and of each folder it is in below ``root``, those
+    that exist (never None: a protected path that does not exist matches nothing here)."""
+    found: set[tuple[int, int] | None] = set()
+    for path in (resolved, *resolved.parents):
+        if path == root or not path.is_relative_to(root):
+            break
+        if (identity := _identity(path)) is not None:
+            found.add(identity)
+    return found
 
 
 def existing(tc: ToolContext, path: str) -> Path:

@@ -423,9 +423,10 @@ def _target(a: dict[str, Any], tc: ToolContext) -> Path:
     return real
 
 
-def _folder_for(tc: ToolContext, real: Path, path: str) -> None:
-    """Create the missing folders above ``real``, each flushed to the disk in the folder that
-    holds it (as the file will be in its own); refused where one of them is a file."""
+def _folder_for(tc: ToolContext, real: Path, path: str) -> list[Path]:
+    """Create the missing folders above ``real`` (the outermost first in the list returned: to
+    be flushed to the disk once the file is written, each in the folder that holds it); refused
+    where one of them is a file."""
     missing = list(takewhile(lambda p: not p.exists(), real.parents))
     above = real.parents[len(missing)] if len(missing) < len(real.parents) else None
     if above is not None and not above.is_dir():
@@ -434,8 +435,7 @@ def _folder_for(tc: ToolContext, real: Path, path: str) -> None:
             "below it; choose another path"
         )
     real.parent.mkdir(parents=True, exist_ok=True)
-    for made in reversed(missing):
-        sync_folder(made.parent)
+    return list(reversed(missing))
 
 
 def _written(tc: ToolContext, real: Path, data: bytes, action: str) -> ToolOutcome:
@@ -459,8 +459,10 @@ def _write(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
         if expected is not None:
             msg = "omit expected_sha256 to create it, or check the path with list_files"
             raise ToolError(f"no file at {a['path']!r} to overwrite; {msg}")
-        _folder_for(tc, real, a["path"])
+        made = _folder_for(tc, real, a["path"])
         create_atomic(real, data)  # whole or not at all; never clobbers a file made meanwhile
+        for folder in made:  # after the file: a failure to flush one says the change was made
+            sync_folder(folder.parent)
         return _written(tc, real, data, "created")
 
 
