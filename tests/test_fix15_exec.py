@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import select
 import signal
@@ -249,7 +250,8 @@ def test_a_killed_supervisor_is_a_tool_error_and_the_group_is_killed(
 
 
 def start_supervisor(ws: Path, mark: str, command: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+    """The supervisor running ``command``: told to start it, as the agent tells it."""
+    proc = subprocess.Popen(
         [sys.executable, "-I", "-S", supervisor.__file__, command, supervisor.UNSET],
         cwd=ws,
         env={**os.environ, MARK: mark},
@@ -258,6 +260,10 @@ def start_supervisor(ws: Path, mark: str, command: str) -> subprocess.Popen[byte
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    assert proc.stdin is not None
+    proc.stdin.write(supervisor.GO)
+    proc.stdin.flush()
+    return proc
 
 
 def wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
@@ -327,3 +333,60 @@ def test_the_command_ends_when_the_agent_is_killed(tmp_path: Path, mark: str) ->
         if agent.poll() is None:
             agent.kill()
             agent.wait()
+
+
+# --- the agent's word to start, a shell that cannot start, no subreaper -----------------------
+
+
+def test_a_supervisor_whose_stdin_ends_before_the_word_to_start_runs_nothing(ws: Path) -> None:
+    """A call cancelled while the supervisor starts: asyncio closes its pipes (and kills it)
+    before the agent said go; the command never runs, and nothing is reported."""
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", supervisor.__file__, "echo ran > ran.txt", supervisor.UNSET],
+        cwd=ws,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    _, said = proc.communicate(b"", timeout=120)  # stdin closed at once
+    assert proc.returncode == 0 and said == b""
+    assert not (ws / "ran.txt").exists()
+
+
+STARTS = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import supervisor
+try:
+    supervisor.start(b"true", {b"BIG": b"x" * 300_000})  # more than one argument may hold
+except OSError as exc:
+    print(exc)
+"""
+
+
+@linux_only
+def test_a_shell_whose_exec_fails_is_an_error_with_the_reason(tmp_path: Path) -> None:
+    """The forked child tells the supervisor why its exec failed (a pipe closed by a good exec);
+    the supervisor reports it as ``error MESSAGE``."""
+    folder = str(Path(supervisor.__file__).parent)
+    said = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", STARTS, folder],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert said.stdout == f"{os.strerror(errno.E2BIG)}\n", said
+
+
+def test_a_supervisor_that_cannot_be_a_subreaper_on_linux_is_told_in_the_outcome() -> None:
+    """The description says setsid ones die on Linux; where the supervisor cannot be a
+    subreaper (no ctypes), each outcome says they do not."""
+    said = _Report.read(b"no-subreaper no ctypes: halted\npid 12\nend 0 0\n")
+    assert said.no_subreaper == "no ctypes: halted" and said.ending(0) == (0, 0)
+    text = _outcome(
+        "x", ".", 0, timed_out=False, timeout=1, out=CappedOutput(100), no_subreaper="why"
+    ).text
+    assert text == "$ x\n[exit code 0; setsid processes it started are not ended here (why)]\n"

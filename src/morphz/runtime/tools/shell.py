@@ -8,7 +8,11 @@ command started, those in a session of their own (``setsid``, a daemon's double 
 outlives the call. It does the same when the agent's process dies (the end of a pipe only the
 agent holds open). On macOS only the group is killed: a process in a session of its own
 outlives the call, as the tool's description there says (in as many bytes as on Linux: the
-benchmarks' documented schema size stays true).
+benchmarks' documented schema size stays true). So it does on a Linux where the supervisor
+cannot be a subreaper (a Python without ctypes), and there each outcome says so, since the
+description says otherwise. The supervisor starts the command only once this process holds its
+pipes and tells it to (:data:`.supervisor.GO`): a call cancelled while the supervisor starts
+runs nothing.
 Output is kept within a cap (head and tail, with a marker for what was left out) while it is
 read, so a chatty command never fills memory.
 """
@@ -180,7 +184,8 @@ def exec_tool(
             timed_out = True
         finally:
             await _stop(transport, capture)
-        code, left = _Report.read(capture.report).ending(transport.get_returncode())
+        said = _Report.read(capture.report)
+        code, left = said.ending(transport.get_returncode())
         return _outcome(
             command,
             relative(tc, cwd),
@@ -189,6 +194,7 @@ def exec_tool(
             timeout=timeout,
             out=out,
             left=left,
+            no_subreaper=said.no_subreaper,
         )
 
     return Tool(
@@ -208,13 +214,15 @@ async def _start(
     command: str, cwd: Path, env: dict[str, str], out: CappedOutput
 ) -> tuple[asyncio.SubprocessTransport, _Capture]:
     """The supervisor running the command, in a session of its own (a signal to this process's
-    group does not reach it); its stdin is the pipe whose end tells it to stop."""
+    group does not reach it); its stdin is the pipe whose end tells it to stop. It is told to
+    start the command only here, once asyncio has connected its pipes: a cancellation while it
+    starts makes asyncio kill it, and then no command has run."""
     if not sys.executable:
         raise ToolError("exec: no Python interpreter to run the command's supervisor")
     lc_ctype = supervisor.UNSET if "LC_CTYPE" not in env else "=" + env["LC_CTYPE"]
     loop = asyncio.get_running_loop()
     try:
-        return await loop.subprocess_exec(
+        transport, capture = await loop.subprocess_exec(
             lambda: _Capture(out),
             *(sys.executable, "-I", "-S", str(_SUPERVISOR), command, lc_ctype),
             cwd=cwd,
@@ -228,6 +236,10 @@ async def _start(
         raise ToolError(
             f"exec: cannot start the command's supervisor: {exc.strerror or exc}"
         ) from None
+    stdin = transport.get_pipe_transport(0)
+    assert isinstance(stdin, asyncio.WriteTransport)  # stdin=PIPE
+    stdin.write(supervisor.GO)  # no await since the transport came: no cancellation between
+    return transport, capture
 
 
 async def _stop(transport: asyncio.SubprocessTransport, capture: _Capture) -> None:
@@ -254,10 +266,12 @@ async def _stop(transport: asyncio.SubprocessTransport, capture: _Capture) -> No
 
 @dataclass
 class _Report:
-    """What the supervisor said (its stderr): the shell's pid, then how it ended (its return
-    code, and the processes left), or why it could not start; ``lines``, all of it."""
+    """What the supervisor said (its stderr): on Linux, why it is no subreaper if it is not;
+    the shell's pid, then how it ended (its return code, and the processes left), or why it
+    could not start; ``lines``, all of it."""
 
     lines: list[str]
+    no_subreaper: str | None = None  # why the supervisor is no subreaper, on Linux
     pid: int | None = None
     end: tuple[int, int] | None = None
     error: str | None = None
@@ -270,6 +284,8 @@ class _Report:
                 said.pid = int(pid[1])
             elif (end := re.fullmatch(r"end (-?\d+) (\d+)", line)) is not None:
                 said.end = int(end[1]), int(end[2])
+            elif line.startswith("no-subreaper "):
+                said.no_subreaper = line.removeprefix("no-subreaper ")
             elif line.startswith("error "):
                 said.error = line.removeprefix("error ")
         return said
@@ -317,6 +333,7 @@ def _outcome(
     timeout: float,
     out: CappedOutput,
     left: int = 0,
+    no_subreaper: str | None = None,
 ) -> ToolOutcome:
     output, truncated = out.text()
     if timed_out:
@@ -327,6 +344,8 @@ def _outcome(
         status = f"exit code {code}"
     if left:  # processes that kept forking faster than they were killed
         status += f"; {left} processes it started could not be ended"
+    if no_subreaper is not None:  # on Linux, where the description says setsid ones die too
+        status += f"; setsid processes it started are not ended here ({no_subreaper})"
     text = f"$ {command}\n[{status}]\n{output}"
     data = {
         "command": command,

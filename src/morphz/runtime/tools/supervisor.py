@@ -2,26 +2,38 @@
 (``python -I -S supervisor.py COMMAND LC_CTYPE``); standard library only, it imports nothing of
 morphz.
 
-It starts ``/bin/sh -c COMMAND`` in a process group of its own (stdin ``/dev/null``, stdout and
-stderr both the supervisor's stdout, which is the agent's output pipe), waits for the shell to
-exit, then kills the shell's group and every process the command left, and reports the shell's
-status. On Linux it first makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``):
-a process the command started whose parent dies (a ``setsid`` job once the shell is gone, the
-grandchild of a daemon's double fork) becomes the supervisor's child, not init's, so after the
-group it kills its children and reaps them, round after round (a killed process's children
-become its own), until it has none. Elsewhere (macOS) only the group is killed: a process in a
-session of its own escapes, as it did before.
+It starts nothing until the agent says so: one byte, :data:`GO`, on its stdin, which the agent
+writes once it holds the supervisor's pipes. A call cancelled while the supervisor starts kills
+it (asyncio does) before that, so a command whose call was cancelled never runs; the end of
+stdin before :data:`GO` (or a stop signal) ends the supervisor without starting anything, and
+without a report.
+
+Then it starts ``/bin/sh -c COMMAND`` leading a session of its own (stdin ``/dev/null``, stdout
+and stderr both the supervisor's stdout, which is the agent's output pipe), by fork and exec as
+:mod:`subprocess` starts a child, so the command starts with the signal dispositions a plain
+child has. In a session of its own the shell's group is orphaned, so the kernel discards the
+stop signals from the terminal (SIGTSTP, SIGTTIN, SIGTTOU) it or its jobs get, as it did when the
+agent started the shell itself: a ``kill -TSTP $$`` does not stop the command till its timeout.
+It waits for the shell to exit, then kills the shell's group and every process the command
+left, and reports the shell's status. On Linux it first makes itself a child subreaper
+(``prctl(PR_SET_CHILD_SUBREAPER)``): a process the command started whose parent dies (a
+``setsid`` job once the shell is gone, the grandchild of a daemon's double fork) becomes the
+supervisor's child, not init's, so after the group it kills its children and reaps them, round
+after round (a killed process's children become its own), until it has none. Elsewhere (macOS),
+or on a Linux where it cannot be one (a Python without :mod:`ctypes`, a libc it cannot load,
+``prctl`` refused), only the group is killed: a process in a session of its own escapes.
 
 It cleans up the same way, at once, when asked to stop: the end of its stdin (a pipe only the
 agent holds open: the agent closes it on a timeout or a cancellation, and the system closes it
 when the agent dies, however it dies) or SIGTERM, SIGINT or SIGHUP. It runs in a session of its
 own (the agent starts it so), so a signal to the agent's process group does not reach it.
 
-What it says goes to its stderr, a pipe of its own to the agent, one line each: ``pid N`` once
-the shell runs, then ``end RETURNCODE LEFT`` (the shell's return code, negative for the signal
-that killed it, as ``subprocess`` gives it; LEFT, the processes still there after
-:data:`ROUNDS` rounds, 0 unless they kept forking), or ``error MESSAGE`` if the shell could not
-be started. A traceback there means the supervisor itself failed.
+What it says goes to its stderr, a pipe of its own to the agent, one line each: ``no-subreaper
+REASON`` on Linux when it cannot be a subreaper, ``pid N`` once the shell runs, then ``end
+RETURNCODE LEFT`` (the shell's return code, negative for the signal that killed it, as
+``subprocess`` gives it; LEFT, the processes still there after :data:`ROUNDS` rounds, 0 unless
+they kept forking), or ``error MESSAGE`` if the shell could not be started. A traceback there
+means the supervisor itself failed.
 
 Killed itself (SIGKILL: nothing can catch it), it cleans up nothing: the agent, if it lives,
 kills the shell's group (it has the pid from the report); a process in another session runs on,
@@ -38,11 +50,16 @@ import sys
 from contextlib import suppress
 from types import FrameType
 
+TYPE_CHECKING = False  # not typing's: importing typing costs milliseconds on every exec call
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 ROUNDS = 200  # kill-and-reap rounds at the end; more only if the command's processes keep forking
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _DEFAULTED = (signal.SIGPIPE, signal.SIGXFSZ)  # ignored by Python, reset for the shell as
-# subprocess (restore_signals) resets them
+# subprocess (restore_signals) resets them; the handlers set here end with the exec
+GO = b"g"  # the agent's word to start the command
 UNSET = "-"  # the LC_CTYPE argument when the command's environment has none; else "=VALUE"
 
 _stop_asked: list[int] = []  # the stop signals received
@@ -58,13 +75,24 @@ def _noted(signum: int, frame: FrameType | None) -> None:
 
 def become_subreaper() -> bool:
     """Make the orphans among this process's descendants its children (Linux, with /proc to
-    find them); False where it cannot."""
+    find them); False where it cannot, said to the agent on Linux (``no-subreaper REASON``)."""
     if not sys.platform.startswith("linux") or not os.path.exists("/proc/self/stat"):
         return False
-    import ctypes  # here only: its import costs time on every exec call elsewhere for nothing
+    try:  # imported here only: it costs time on every exec call elsewhere for nothing
+        import ctypes
+    except ImportError as exc:  # a Python built without _ctypes
+        return _no_subreaper(f"no ctypes: {exc}")
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        done = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError) as exc:  # no dlopen (a static build), no prctl
+        return _no_subreaper(f"no prctl: {exc}")
+    return bool(done) or _no_subreaper(f"prctl: {os.strerror(ctypes.get_errno())}")
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+
+def _no_subreaper(why: str) -> bool:
+    report(f"no-subreaper {why}")
+    return False
 
 
 def watch_signals() -> int:
@@ -90,19 +118,55 @@ def environment(lc_ctype: str) -> dict[bytes, bytes]:
     return env
 
 
+def started(wake: int) -> bool:
+    """Whether the agent said to start the command (:data:`GO` on stdin) before the end of
+    stdin or a stop signal."""
+    while not _stop_asked:
+        ready, _, _ = select.select([0, wake], [], [])
+        if wake in ready:
+            os.read(wake, 4096)
+        if 0 in ready:
+            return os.read(0, len(GO)) == GO
+    return False
+
+
 def start(command: bytes, env: dict[bytes, bytes]) -> int:
-    """The shell's pid: ``/bin/sh -c command`` leading a process group of its own."""
-    return os.posix_spawn(
-        "/bin/sh",
-        [b"/bin/sh", b"-c", command],
-        env,
-        file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_DUP2, 1, 2),
-        ],
-        setpgroup=0,
-        setsigdef=_DEFAULTED,
-    )
+    """The shell's pid: ``/bin/sh -c command`` leading a session of its own (its group's id is
+    its pid). Started by fork and exec, not posix_spawn: glibc's leaves its own signals (32 and
+    33) ignored in the child, and an ignored signal stays ignored across exec. OSError if it
+    cannot be started."""
+    failure_read, failure_write = os.pipe()  # close-on-exec: empty at its end, the exec worked
+    pid = os.fork()
+    if pid == 0:
+        _become_shell(command, env, failure_write)
+    os.close(failure_write)
+    with open(failure_read, "rb") as failure:
+        said = failure.read()
+    if said:
+        os.waitpid(pid, 0)
+        raise OSError(said.decode("utf-8", "replace"))
+    return pid
+
+
+def _become_shell(command: bytes, env: dict[bytes, bytes], failure: int) -> NoReturn:
+    """In the forked child: a session of its own, the dispositions Python changed back to the
+    default, the standard streams, then the shell. If the exec fails, why goes on ``failure``
+    and the child exits: nothing here returns into the supervisor's code."""
+    why = "the shell's process ended before its exec"
+    try:
+        os.setsid()
+        for signum in _DEFAULTED:
+            signal.signal(signum, signal.SIG_DFL)
+        os.dup2(os.open("/dev/null", os.O_RDONLY), 0)
+        os.dup2(1, 2)
+        os.execve("/bin/sh", [b"/bin/sh", b"-c", command], env)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+    except BaseException as exc:  # told to the supervisor, which reports it as an error
+        why = f"{type(exc).__name__}: {exc}"
+    finally:
+        os.write(failure, (why or "unknown error").encode("utf-8", "replace"))
+        os._exit(127)
 
 
 class Shell:
@@ -204,6 +268,8 @@ def main() -> None:
     command, lc_ctype = os.fsencode(sys.argv[1]), sys.argv[2]
     subreaper = become_subreaper()
     wake = watch_signals()
+    if not started(wake):  # the agent is gone, or a stop signal came: nothing to start or end
+        return
     try:
         shell = Shell(start(command, environment(lc_ctype)))
     except OSError as exc:
