@@ -34,6 +34,7 @@ from morphz.runtime.tools.shell import (
     _Report,
     exec_tool,
 )
+from processes import alive
 
 LINUX = sys.platform.startswith("linux") and Path("/proc/self/environ").exists()
 linux_only = pytest.mark.skipif(not LINUX, reason="a child subreaper and /proc: Linux")
@@ -46,19 +47,6 @@ SETSID = "setsid sh -c 'echo $$ > setsid.pid; exec sleep 300' </dev/null >/dev/n
 DAEMON = "sh -c 'setsid sh -c \"sleep 300 & echo \\$! > daemon.pid\" &' </dev/null >/dev/null 2>&1;"
 READY = "while [ ! -s setsid.pid ] || [ ! -s daemon.pid ]; do sleep 0.01; done"
 ESCAPES = f"{SETSID} {DAEMON} {READY}"
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie awaiting its reaper is dead: its exit is done)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:  # it was reaped meanwhile
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def marked(mark: str) -> list[int]:

@@ -8,19 +8,18 @@ signal only once a thread of morphz sleeps in SQLite's busy handler. Timeouts ar
 
 from __future__ import annotations
 
-import contextlib
 import json
 import platform
 import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 import morphz
+from processes import wait_for_sqlite_busy_sleep
 from stores import cli_env
 
 CONTEXT = "context-default"
@@ -53,18 +52,6 @@ def _orphan(store: Path) -> str:
     return activation
 
 
-def _wait_for_sqlite_busy_sleep(pid: int) -> None:
-    """Return once a thread of ``pid`` sleeps (nanosleep, x86-64 Linux numbers) while holding no
-    other work: a write waits for the lock. A safety net of 120 s."""
-    for _ in range(12000):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):
-                if (task / "syscall").read_text().split()[0] in ("35", "230"):
-                    return
-        time.sleep(0.01)  # polling a state, not a timing
-    raise AssertionError("no write of morphz waited for the lock")
-
-
 @pytest.mark.skipif(
     platform.machine() != "x86_64" or not Path("/proc/self/task").exists(),
     reason="needs /proc/PID/task/*/syscall with x86-64 numbers (Linux)",
@@ -93,7 +80,7 @@ def test_ctrl_c_ends_the_wait_of_the_orphan_recovery_before_exec_starts(tmp_path
             text=True,
         )
         try:
-            _wait_for_sqlite_busy_sleep(proc.pid)
+            wait_for_sqlite_busy_sleep(proc.pid)
             proc.send_signal(signal.SIGINT)
             _out, err = proc.communicate(timeout=120)  # a safety net: far below 600 s
         finally:

@@ -23,7 +23,6 @@ that drops it and the next rebuild drops. A broken pipe (``| head -1``) exits qu
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import platform
@@ -32,7 +31,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,6 +41,7 @@ import pytest
 import morphz
 from morphz.owners import process_start
 from morphz.store import sqlite_txn
+from processes import wait_for_sqlite_busy_sleep
 from stores import cli_env
 
 CONTEXT = "context-default"
@@ -146,18 +145,6 @@ def test_sigterm_to_exec_exits_with_the_conventional_status(tmp_path: Path) -> N
 # ---------------------------------------------------------------- a second Ctrl-C
 
 
-def _wait_for_sqlite_busy_sleep(pid: int) -> None:
-    """Return once a thread of ``pid`` sleeps in SQLite's busy handler (the nanosleep system
-    calls, x86-64 Linux numbers), i.e. a write waits for the lock; a safety net of 120 s."""
-    for _ in range(12000):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):
-                if (task / "syscall").read_text().split()[0] in ("35", "230"):
-                    return
-        time.sleep(0.01)  # polling a state, not a timing
-    raise AssertionError("no write of morphz waited for the lock")
-
-
 @pytest.mark.skipif(
     not hasattr(os, "pidfd_open") or platform.machine() != "x86_64",
     reason="needs pidfd_open and /proc/PID/task/*/syscall with x86-64 numbers (Linux)",
@@ -188,7 +175,7 @@ def test_a_second_ctrl_c_while_the_store_is_busy_prints_no_traceback(tmp_path: P
             ready, _, _ = select.select([command], [], [], 120)  # a safety net
             os.close(command)
             assert ready, "the first Ctrl-C did not stop the command"
-            _wait_for_sqlite_busy_sleep(proc.pid)  # the interruption's write waits for the lock
+            wait_for_sqlite_busy_sleep(proc.pid)  # the interruption's write waits for the lock
             proc.send_signal(signal.SIGINT)  # nothing seems to happen: Ctrl-C again
             _out, err = proc.communicate(timeout=120)
         finally:

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 from morphz.runtime.tools import shell
 from morphz.runtime.tools.base import Tool, ToolContext, ToolOutcome
 from morphz.runtime.tools.shell import exec_tool
+from processes import alive, gone
 
 LINUX = sys.platform.startswith("linux") and Path("/proc/self/status").exists()
 linux_only = pytest.mark.skipif(not LINUX, reason="/proc and Linux process semantics")
@@ -33,25 +33,6 @@ def tc(ws: Path) -> ToolContext:
 
 def run(tool: Tool, tc: ToolContext, **args: Any) -> ToolOutcome:
     return asyncio.run(tool.run(args, tc))
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie has ended)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def gone(pid: int) -> bool:
-    """Whether ``pid`` has ended, after a generous wait for a kill's delivery (not a speed
-    test)."""
-    for _ in range(400):
-        if not alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture

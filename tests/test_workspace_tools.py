@@ -10,7 +10,6 @@ import hashlib
 import os
 import shutil
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from morphz.runtime.tools.workspace import (
     workspace_tools,
     write_file_tool,
 )
+from processes import gone
 
 LIST, SEARCH, READ = list_files_tool(), search_files_tool(), read_file_tool()
 WRITE, EDIT, EXEC = write_file_tool(), edit_file_tool(), exec_tool()
@@ -63,28 +63,6 @@ def refused(tool: Tool, tc: ToolContext, match: str, **args: Any) -> str:
     with pytest.raises(ToolError, match=match) as info:
         run(tool, tc, **args)
     return info.value.message
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie awaiting its reaper counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def gone(pid: int) -> bool:
-    """Killing is immediate, but its delivery is asynchronous: allow it time (not a speed test)."""
-    for _ in range(200):
-        if not alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 # --- schemas and arguments ----------------------------------------------------------------

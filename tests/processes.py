@@ -1,0 +1,49 @@
+"""Helpers for tests that watch real processes: whether one still runs, waiting for one to end,
+and waiting for a process to block on a locked store. The waits are safety nets, not timings."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+PROC = Path("/proc/self").exists()
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie awaiting its reaper has ended: its exit is
+    done). Without /proc, whether it exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's: it exists
+        pass
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # reaped meanwhile (or no /proc, where kill said it exists)
+        return not PROC
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def gone(pid: int, tries: int = 400) -> bool:
+    """Whether ``pid`` has ended, after a generous wait for a kill's delivery (which is
+    asynchronous): not a speed test."""
+    for _ in range(tries):
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def wait_for_sqlite_busy_sleep(pid: int) -> None:
+    """Return once a thread of ``pid`` sleeps (the nanosleep system calls, x86-64 Linux
+    numbers), i.e. a write of it waits for a store's lock; a safety net of 120 s."""
+    for _ in range(12000):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                if (task / "syscall").read_text().split()[0] in ("35", "230"):
+                    return
+        time.sleep(0.01)  # polling a state, not a timing
+    raise AssertionError("no write of morphz waited for the lock")
