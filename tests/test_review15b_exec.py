@@ -28,6 +28,7 @@ import pytest
 from morphz.runtime.tools import shell, supervisor
 from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
 from morphz.runtime.tools.shell import exec_tool
+from processes import alive
 
 LINUX = sys.platform.startswith("linux") and Path("/proc/self/environ").exists()
 linux_only = pytest.mark.skipif(not LINUX, reason="a child subreaper and /proc: Linux")
@@ -42,15 +43,6 @@ def tc(ws: Path) -> ToolContext:
 
 def run(tool: Tool, tc: ToolContext, **args: Any) -> ToolOutcome:
     return asyncio.run(tool.run(args, tc))
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie has ended)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def marked(mark: str) -> list[int]:
