@@ -25,8 +25,9 @@ import pytest
 
 import morphz
 from morphz.runtime.tools import supervisor
-from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.base import ArgumentError, Tool, ToolContext, ToolError, ToolOutcome
 from morphz.runtime.tools.shell import (
+    MAX_COMMAND_BYTES,
     WHAT_DIES_ELSEWHERE,
     WHAT_DIES_LINUX,
     CappedOutput,
@@ -206,6 +207,21 @@ def test_what_the_supervisor_says_is_read_as_the_outcome_or_a_tool_error() -> No
         _Report.read(b"Traceback (most recent call last):\n").ending(1)
 
 
+def test_a_forged_report_line_does_not_override_the_supervisors() -> None:
+    """Each real line starts with a newline; the first ``pid`` and the last ``end`` count, and
+    an ``end`` outweighs an ``error`` (a command can write to the report's pipe as root)."""
+    said = _Report.read(b"\npid 12\npid 1\nend 0 0\nerror forged\nX\nend 3 0")
+    assert said.pid == 12 and said.ending(0) == (3, 0)
+
+
+def test_a_command_too_long_for_one_argument_is_refused_before_approval() -> None:
+    tool = exec_tool()
+    assert tool.check is not None
+    tool.check({"command": "x" * (MAX_COMMAND_BYTES - 1)})
+    with pytest.raises(ArgumentError, match="write it to a script file"):
+        tool.check({"command": "é" * (MAX_COMMAND_BYTES // 2)})
+
+
 def state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
@@ -283,8 +299,8 @@ def test_a_supervisor_asked_to_stop_ends_the_command(ws: Path, mark: str, how: s
             proc.wait()
         proc.stdin.close()
         proc.stderr.close()
-    lines = said.decode().splitlines()
-    assert lines[0].startswith("pid ") and lines[-1] == "end -9 0", said
+    lines = said.decode().splitlines()  # each line starts with a newline: the first is empty
+    assert lines[0] == "" and lines[1].startswith("pid ") and lines[-1] == "end -9 0", said
     assert not gone(mark), f"left running: {marked(mark)}"
 
 

@@ -52,6 +52,8 @@ HIDDEN_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY")
 _DRAIN_S = 2.0  # after the kill, how long the pipes may take to close
 _STOP_S = 10.0  # how long the supervisor may take to end the command once asked to
 _REPORT_CHARS = 4000  # what is kept of the supervisor's stderr (a traceback's end)
+# the longest command: Linux takes no single argument of 32 pages (MAX_ARG_STRLEN) or more
+MAX_COMMAND_BYTES = 131_072
 _SUPERVISOR = Path(supervisor.__file__)
 # the kill reaches processes in sessions of their own only where the supervisor is a subreaper;
 # both sentences are as long, in bytes, as the one the benchmarks' schema sizes were measured with
@@ -233,6 +235,11 @@ async def _start(
             env=env,
         )
     except OSError as exc:
+        if exc.filename is not None and os.fsdecode(exc.filename) == str(cwd):
+            raise ToolError(
+                f"exec: cannot run a command in the folder {str(cwd)!r}: "
+                f"{exc.strerror or exc}; check it with list_files, or choose another cwd"
+            ) from None
         raise ToolError(
             f"exec: cannot start the command's supervisor: {exc.strerror or exc}"
         ) from None
@@ -243,12 +250,17 @@ async def _start(
 
 
 async def _stop(transport: asyncio.SubprocessTransport, capture: _Capture) -> None:
-    """Ask the supervisor to end the command (close its stdin: nothing if it has ended), wait
+    """Ask the supervisor to end the command (close its stdin, and, once the command runs,
+    SIGTERM: a process of the command may hold its stdin open; nothing if it has ended), wait
     for it (killed if it takes too long) and its report; if it ended without one, kill the
     command's group from here. Then give the output a moment to drain, and close the pipes."""
     stdin = transport.get_pipe_transport(0)
     if stdin is not None:
         stdin.close()
+    # before the pid is said, its handlers may not be set yet: SIGTERM would kill it
+    if not capture.exited.is_set() and _Report.read(capture.report).pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            transport.send_signal(signal.SIGTERM)
     try:
         await asyncio.wait_for(capture.exited.wait(), _STOP_S)
     except TimeoutError:
@@ -278,10 +290,13 @@ class _Report:
 
     @classmethod
     def read(cls, report: bytes | bytearray) -> _Report:
-        said = cls(report.decode("utf-8", "replace").splitlines())
+        """The report read. Each line the supervisor writes starts with a newline, so a line a
+        command wrote there (it can open the pipe, /proc/PID/fd/2) cannot swallow the real
+        one; its ``pid`` comes first, its ``end`` last, and ``end`` outweighs ``error``."""
+        said = cls([line for line in report.decode("utf-8", "replace").splitlines() if line])
         for line in said.lines:
             if (pid := re.fullmatch(r"pid (\d+)", line)) is not None:
-                said.pid = int(pid[1])
+                said.pid = int(pid[1]) if said.pid is None else said.pid
             elif (end := re.fullmatch(r"end (-?\d+) (\d+)", line)) is not None:
                 said.end = int(end[1]), int(end[2])
             elif line.startswith("no-subreaper "):
@@ -293,10 +308,10 @@ class _Report:
     def ending(self, supervisor_code: int | None) -> tuple[int, int]:
         """The shell's return code and the count of processes left; ToolError if the shell did
         not start, or the supervisor ended without saying how it ended."""
-        if self.error is not None:
-            raise ToolError(f"exec: cannot start the shell: {self.error}")
         if self.end is not None:
             return self.end
+        if self.error is not None:
+            raise ToolError(f"exec: cannot start the shell: {self.error}")
         said = "\n".join(self.lines)[-_REPORT_CHARS:] or "nothing"
         if self.pid is None:
             what = "the command may not have started"
@@ -313,13 +328,18 @@ class _Report:
 
 def _check(args: dict[str, Any]) -> dict[str, Any]:
     """exec's arguments parsed, or ArgumentError: against the schema, and a command a shell
-    can run (not blank, no NUL character)."""
+    can run (not blank, no NUL character, not too long for one argument)."""
     a = parse_args("exec", args, _EXEC)
     if not a["command"].strip():
         raise ArgumentError("exec: command must not be blank")
     if "\x00" in a["command"]:
         raise ArgumentError(
             "exec: command must not contain a NUL character (a shell cannot run it)"
+        )
+    if len(a["command"].encode("utf-8", "surrogatepass")) >= MAX_COMMAND_BYTES:
+        raise ArgumentError(
+            f"exec: command must be shorter than {MAX_COMMAND_BYTES:,} bytes (the system's "
+            "limit for one argument); write it to a script file with write_file and run that"
         )
     return a
 

@@ -18,22 +18,32 @@ It waits for the shell to exit, then kills the shell's group and every process t
 left, and reports the shell's status. On Linux it first makes itself a child subreaper
 (``prctl(PR_SET_CHILD_SUBREAPER)``): a process the command started whose parent dies (a
 ``setsid`` job once the shell is gone, the grandchild of a daemon's double fork) becomes the
-supervisor's child, not init's, so after the group it kills its children and reaps them, round
-after round (a killed process's children become its own), until it has none. Elsewhere (macOS),
-or on a Linux where it cannot be one (a Python without :mod:`ctypes`, a libc it cannot load,
-``prctl`` refused), only the group is killed: a process in a session of its own escapes.
+supervisor's child, not init's, so after the group it kills its children and their groups,
+then, in the rounds after the first, every descendant that runs (a scan of /proc) and its group,
+reaping what has ended, round after round, until it has no child. It never waits for one process
+(a process traced by a stopped tracer cannot be reaped till the tracer is killed, a round later):
+a round waits at most :data:`ROUND_S` for a SIGCHLD. A process it may not signal (one that became
+another user's: sudo, a setuid program) is left and counted. On Linux it also makes itself not
+dumpable, so the command (the same user) cannot open its pipes through /proc/PID/fd. Elsewhere
+(macOS), or on a Linux where it cannot be a subreaper (a Python without :mod:`ctypes`, a libc it
+cannot load, ``prctl`` refused), only the group is killed: a process in a session of its own
+escapes.
 
 It cleans up the same way, at once, when asked to stop: the end of its stdin (a pipe only the
 agent holds open: the agent closes it on a timeout or a cancellation, and the system closes it
-when the agent dies, however it dies) or SIGTERM, SIGINT or SIGHUP. It runs in a session of its
-own (the agent starts it so), so a signal to the agent's process group does not reach it.
+when the agent dies, however it dies) or SIGTERM, SIGINT or SIGHUP (the agent sends SIGTERM
+too: a process of the command may hold that stdin open). It runs in a session of its own (the
+agent starts it so), so a signal to the agent's process group does not reach it. It unblocks
+SIGCHLD and the stop signals, which the agent's thread may have blocked (a signal mask is
+inherited), and gives the shell the mask it had.
 
-What it says goes to its stderr, a pipe of its own to the agent, one line each: ``no-subreaper
-REASON`` on Linux when it cannot be a subreaper, ``pid N`` once the shell runs, then ``end
-RETURNCODE LEFT`` (the shell's return code, negative for the signal that killed it, as
-``subprocess`` gives it; LEFT, the processes still there after :data:`ROUNDS` rounds, 0 unless
-they kept forking), or ``error MESSAGE`` if the shell could not be started. A traceback there
-means the supervisor itself failed.
+What it says goes to its stderr, a pipe of its own to the agent, one line each, each starting
+with a newline (a line the command writes there cannot swallow the next real one):
+``no-subreaper REASON`` on Linux when it cannot be a subreaper, ``pid N`` once the shell runs,
+then ``end RETURNCODE LEFT`` (the shell's return code, negative for the signal that killed it, as
+``subprocess`` gives it; LEFT, the processes that still run at the end, 0 unless they kept
+forking past :data:`ROUNDS` rounds or could not be signalled), or ``error MESSAGE`` if the shell
+could not be started. A traceback there means the supervisor itself failed.
 
 Killed itself (SIGKILL: nothing can catch it), it cleans up nothing: the agent, if it lives,
 kills the shell's group (it has the pid from the report); a process in another session runs on,
@@ -52,12 +62,23 @@ from types import FrameType
 
 TYPE_CHECKING = False  # not typing's: importing typing costs milliseconds on every exec call
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import NoReturn
 
-PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+PR_SET_DUMPABLE = 4  # <linux/prctl.h>
+PR_SET_CHILD_SUBREAPER = 36
 ROUNDS = 200  # kill-and-reap rounds at the end; more only if the command's processes keep forking
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-_DEFAULTED = (signal.SIGPIPE, signal.SIGXFSZ)  # ignored by Python, reset for the shell as
+ROUND_S = 0.05  # the longest wait in a round for a killed process's end (SIGCHLD ends it sooner)
+
+
+def _signals(*names: str) -> tuple[signal.Signals, ...]:
+    """The signals named that this system has: the module imports where ``signal`` has only
+    Windows' (the agent's modules import it there; it runs only on POSIX systems)."""
+    return tuple(getattr(signal, name) for name in names if hasattr(signal, name))
+
+
+STOP_SIGNALS = _signals("SIGTERM", "SIGINT", "SIGHUP")
+_DEFAULTED = _signals("SIGPIPE", "SIGXFSZ")  # ignored by Python, reset for the shell as
 # subprocess (restore_signals) resets them; the handlers set here end with the exec
 GO = b"g"  # the agent's word to start the command
 UNSET = "-"  # the LC_CTYPE argument when the command's environment has none; else "=VALUE"
@@ -84,6 +105,10 @@ def become_subreaper() -> bool:
         return _no_subreaper(f"no ctypes: {exc}")
     try:
         libc = ctypes.CDLL(None, use_errno=True)
+        # not dumpable: the user's other processes, the command's included, cannot open
+        # /proc/PID/fd (its stdin and report pipes) nor ptrace it; the shell's exec makes the
+        # shell dumpable again. Refused, it is only that protection lost.
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         done = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError) as exc:  # no dlopen (a static build), no prctl
         return _no_subreaper(f"no prctl: {exc}")
@@ -130,15 +155,15 @@ def started(wake: int) -> bool:
     return False
 
 
-def start(command: bytes, env: dict[bytes, bytes]) -> int:
+def start(command: bytes, env: dict[bytes, bytes], mask: Iterable[int] = ()) -> int:
     """The shell's pid: ``/bin/sh -c command`` leading a session of its own (its group's id is
     its pid). Started by fork and exec, not posix_spawn: glibc's leaves its own signals (32 and
     33) ignored in the child, and an ignored signal stays ignored across exec. OSError if it
-    cannot be started."""
+    cannot be started. ``mask``: the signals the shell has blocked (the agent's mask)."""
     failure_read, failure_write = os.pipe()  # close-on-exec: empty at its end, the exec worked
     pid = os.fork()
     if pid == 0:
-        _become_shell(command, env, failure_write)
+        _become_shell(command, env, failure_write, mask)
     os.close(failure_write)
     with open(failure_read, "rb") as failure:
         said = failure.read()
@@ -148,15 +173,19 @@ def start(command: bytes, env: dict[bytes, bytes]) -> int:
     return pid
 
 
-def _become_shell(command: bytes, env: dict[bytes, bytes], failure: int) -> NoReturn:
+def _become_shell(
+    command: bytes, env: dict[bytes, bytes], failure: int, mask: Iterable[int]
+) -> NoReturn:
     """In the forked child: a session of its own, the dispositions Python changed back to the
-    default, the standard streams, then the shell. If the exec fails, why goes on ``failure``
-    and the child exits: nothing here returns into the supervisor's code."""
+    default, the signal mask the agent had, the standard streams, then the shell. If the exec
+    fails, why goes on ``failure`` and the child exits: nothing here returns into the
+    supervisor's code."""
     why = "the shell's process ended before its exec"
     try:
         os.setsid()
         for signum in _DEFAULTED:
             signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.dup2(os.open("/dev/null", os.O_RDONLY), 0)
         os.dup2(1, 2)
         os.execve("/bin/sh", [b"/bin/sh", b"-c", command], env)
@@ -192,11 +221,12 @@ class Shell:
             os.waitpid(info.si_pid, 0)
         return False
 
-    def reap(self) -> int:
-        """The shell's wait status, reaping it if it is not yet."""
+    def code(self) -> int:
+        """The shell's return code (negative for the signal that killed it); -SIGKILL if it
+        could not be reaped (traced by a stopped process): it was sent SIGKILL."""
         if self.status is None:
-            self.status = os.waitpid(self.pid, 0)[1]
-        return self.status
+            return -signal.SIGKILL
+        return os.waitstatus_to_exitcode(self.status)
 
 
 def wait(shell: Shell, wake: int) -> None:
@@ -215,7 +245,12 @@ def children() -> list[int]:
     # the kernel may not list them (CONFIG_PROC_CHILDREN): then /proc is scanned
     with suppress(OSError), open(f"/proc/{me}/task/{me}/children", "rb") as listing:
         return [int(pid) for pid in listing.read().split()]
-    found = []
+    return [pid for pid, (parent, _) in processes().items() if parent == me]
+
+
+def processes() -> dict[int, tuple[int, bool]]:
+    """Every process in /proc: its parent, and whether it runs (not a zombie)."""
+    found = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -224,54 +259,108 @@ def children() -> list[int]:
                 stat = stat_file.read()
         except OSError:  # it ended meanwhile
             continue
-        if int(stat[stat.rindex(b")") + 2 :].split()[1]) == me:  # state, then the parent
-            found.append(int(name))
+        state, parent = stat[stat.rindex(b")") + 2 :].split()[:2]
+        found[int(name)] = int(parent), state not in (b"Z", b"X")
     return found
 
 
-def _kill(pid: int) -> None:
-    with suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+def descendants() -> list[int]:
+    """This process's descendants that run (zombies left out), from a scan of /proc."""
+    below: dict[int, list[int]] = {}
+    running = set()
+    for pid, (parent, runs) in processes().items():
+        below.setdefault(parent, []).append(pid)
+        if runs:
+            running.add(pid)
+    found, todo = [], [os.getpid()]
+    while todo:
+        for pid in below.get(todo.pop(), ()):
+            todo.append(pid)
+            if pid in running:
+                found.append(pid)
+    return found
 
 
-def end(shell: Shell, subreaper: bool) -> int:
-    """Kill the shell's group and the shell, reap the shell, then (a subreaper) kill and reap
-    every child, round after round, until there is none; the children left after
-    :data:`ROUNDS` rounds are counted, not waited for."""
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(shell.pid, signal.SIGKILL)
-    _kill(shell.pid)
-    shell.reap()
-    if not subreaper:
-        return 0
-    for _ in range(ROUNDS):
-        try:  # (reaps one that has ended, if any)
-            os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:  # none left: the usual case, with no need to look in /proc
+def _kill(pid: int, group: bool = False) -> bool:
+    """SIGKILL to a process (a group); whether it was sent. A process this one may not signal
+    (one that became another user's: sudo, a setuid program) cannot be ended from here."""
+    try:
+        (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _kill_with_groups(pids: list[int]) -> bool:
+    """Kill each process and its process group (a ``setsid`` job's pipeline, a chain of
+    background jobs: all at once); whether any signal was sent."""
+    sent = False
+    mine = os.getpgrp()
+    for pid in pids:
+        sent |= _kill(pid)
+        with suppress(ProcessLookupError):
+            if (group := os.getpgid(pid)) != mine:
+                sent |= _kill(group, group=True)
+    return sent
+
+
+def reap(shell: Shell) -> int | None:
+    """Reap every child that has ended, never waiting (a child traced by a stopped process
+    cannot be reaped till its tracer ends); how many were, None if no child is left. The
+    shell's status is kept."""
+    count = 0
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if not pid:
+            return count
+        count += 1
+        if pid == shell.pid:
+            shell.status = status
+
+
+def end(shell: Shell, wake: int, subreaper: bool) -> int:
+    """Kill the shell's group and the shell, then round after round reap what has ended and (a
+    subreaper) kill what runs on: the children and their groups in the first round, then
+    every running descendant (a /proc scan) and their groups, until no child is left. No
+    process is waited for on its own: a round waits at most :data:`ROUND_S` for a SIGCHLD.
+    It stops early when a round has nothing to reap and nothing was killed the round before
+    (processes it may not signal). The processes that still run are counted (on Linux)."""
+    sent = _kill(shell.pid, group=True) | _kill(shell.pid)
+    for round_number in range(ROUNDS):
+        reaped = reap(shell)
+        if reaped is None:  # no child left: the usual case, with no need to look in /proc
             return 0
-        found = children()
-        for pid in found:
-            _kill(pid)
-        for pid in found:
-            with suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-    return len(children())
+        if not reaped and not sent:  # nothing changes any more
+            break
+        sent = False
+        if subreaper:
+            sent = _kill_with_groups(children() if round_number == 0 else descendants())
+        ready, _, _ = select.select([wake], [], [], ROUND_S)
+        if ready:
+            os.read(wake, 4096)
+    return len(descendants()) if subreaper else 0
 
 
 def report(line: str) -> None:
     """A line to the agent. An agent that died no longer reads: the cleanup was for it."""
     with suppress(BrokenPipeError):
-        os.write(2, line.encode() + b"\n")
+        os.write(2, b"\n" + line.encode())
 
 
 def main() -> None:
+    # a signal mask is inherited: an agent's thread that blocks SIGCHLD would hide the shell's
+    # end from this process. Unblocked here; the shell gets the mask back.
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD, *STOP_SIGNALS})
     command, lc_ctype = os.fsencode(sys.argv[1]), sys.argv[2]
     subreaper = become_subreaper()
     wake = watch_signals()
     if not started(wake):  # the agent is gone, or a stop signal came: nothing to start or end
         return
     try:
-        shell = Shell(start(command, environment(lc_ctype)))
+        shell = Shell(start(command, environment(lc_ctype), mask))
     except OSError as exc:
         report(f"error {exc.strerror or exc}")
         return
@@ -279,8 +368,8 @@ def main() -> None:
     try:
         wait(shell, wake)
     finally:  # a failure here too ends what the command started, then shows its traceback
-        left = end(shell, subreaper)
-    report(f"end {os.waitstatus_to_exitcode(shell.reap())} {left}")
+        left = end(shell, wake, subreaper)
+    report(f"end {shell.code()} {left}")
 
 
 if __name__ == "__main__":
