@@ -78,7 +78,7 @@ def test_exec_runs_commands_where_ctypes_cannot_be_loaded(
     blocked = future + "import sys\nsys.modules['ctypes'] = None  # a Python without ctypes\n"
     script = tmp_path / "supervisor_without_ctypes.py"
     script.write_text(source.replace(future, blocked, 1))
-    monkeypatch.setattr(shell, "_SUPERVISOR", script)
+    monkeypatch.setattr(shell, "_supervisor_program", lambda: (str(script),))
     out = run(exec_tool(), tc, command="echo hello")
     assert out.data["exit_code"] == 0 and out.text.endswith("hello\n"), out.text
     # the description promises setsid ones die on Linux: the outcome says they do not here

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import importlib.resources
 import os
 import re
 import signal
@@ -54,7 +56,6 @@ _STOP_S = 10.0  # how long the supervisor may take to end the command once asked
 _REPORT_CHARS = 4000  # what is kept of the supervisor's stderr (a traceback's end)
 # the longest command: Linux takes no single argument of 32 pages (MAX_ARG_STRLEN) or more
 MAX_COMMAND_BYTES = 131_072
-_SUPERVISOR = Path(supervisor.__file__)
 # the kill reaches processes in sessions of their own only where the supervisor is a subreaper;
 # both sentences are as long, in bytes, as the one the benchmarks' schema sizes were measured with
 WHAT_DIES_LINUX = "Background jobs die when it ends or times out, setsid ones as well."
@@ -212,6 +213,17 @@ def exec_tool(
     )
 
 
+@functools.cache
+def _supervisor_program() -> tuple[str, ...]:
+    """How the interpreter is given the supervisor: its file where it is one, else its source
+    (``-c``): morphz imported from a zip (a zipapp, a zip on PYTHONPATH) has no file to run."""
+    path = supervisor.__file__
+    if path is not None and Path(path).is_file():
+        return (path,)
+    source = importlib.resources.files("morphz.runtime.tools") / "supervisor.py"
+    return ("-c", source.read_text(encoding="utf-8"))
+
+
 async def _start(
     command: str, cwd: Path, env: dict[str, str], out: CappedOutput
 ) -> tuple[asyncio.SubprocessTransport, _Capture]:
@@ -226,7 +238,7 @@ async def _start(
     try:
         transport, capture = await loop.subprocess_exec(
             lambda: _Capture(out),
-            *(sys.executable, "-I", "-S", str(_SUPERVISOR), command, lc_ctype),
+            *(sys.executable, "-I", "-S", *_supervisor_program(), command, lc_ctype),
             cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -1,6 +1,6 @@
 """The supervisor of one ``exec`` command, run as a script in a child process of the agent
-(``python -I -S supervisor.py COMMAND LC_CTYPE``); standard library only, it imports nothing of
-morphz.
+(``python -I -S supervisor.py COMMAND LC_CTYPE``, or ``-c SOURCE`` in place of the file where
+morphz is imported from a zip); standard library only, it imports nothing of morphz.
 
 It starts nothing until the agent says so: one byte, :data:`GO`, on its stdin, which the agent
 writes once it holds the supervisor's pipes. A call cancelled while the supervisor starts kills
