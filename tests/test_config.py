@@ -21,6 +21,7 @@ from morphz.runtime.config import _settings
         ({"model": 4}, "model must be a model spec"),
         ({"ask_default": "maybe"}, "ask_default must be deny or allow, not 'maybe'"),
         ({"tokenizer": "tiktoken"}, "tokenizer must be auto or estimate"),
+        ({"exec_ends": "session"}, "exec_ends must be all or group, not 'session'"),
         ({"profile": ["a.md"]}, "profile must be a file path"),
         ({"budget": 5}, "[budget] must be a table"),
         ({"budget": {"windw": 1000}}, "unknown keys ['windw'] in [budget]"),

@@ -56,7 +56,7 @@ T = TypeVar("T")
 def build_tools(settings: Settings) -> ToolRegistry:
     """context_tx and recall, the workspace tools and exec, with the configured policies."""
     registry = ToolRegistry()
-    for tool in [*agent_tools(), *workspace_tools(), *shell_tools()]:
+    for tool in [*agent_tools(), *workspace_tools(), *shell_tools(end_all=settings.exec_ends_all)]:
         registry.add(tool)
     tools = registry.authority()
     for name, policy in settings.policies.items():

@@ -13,6 +13,8 @@ points the OpenAI-compatible adapter at vLLM, Ollama, llama.cpp server or a host
     tokenizer = "auto"                # auto: exact counts when tiktoken knows the model; estimate
     profile = "agent.md"              # the harness definition bound to the agent (a UTF-8 file,
                                       # relative to this file): its evaluation-profile region
+    exec_ends = "all"                 # all: exec ends every process its command started; group:
+                                      # only the command's process group (setsid ones run on)
     [budget]                          # tokens, over the context's own budget (the keys named)
     window = 128000
     output_reserve = 8000
@@ -70,6 +72,7 @@ class Settings:
     files: tuple[Path, ...] = ()  # the configuration files that were read (protected paths)
     delta_models: frozenset[str] = frozenset()  # model specs with ContextDelta turned on
     delta_inline: frozenset[str] = frozenset()  # ... whose increments share the seed's message
+    exec_ends_all: bool = True  # exec_ends = "all" (False: "group": setsid processes run on)
 
     def delta_for(self, spec: str) -> bool:
         """Whether requests to the model ``spec`` (e.g. ``openai:NAME``) use ContextDelta."""
@@ -128,7 +131,7 @@ def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 _KEYS = frozenset(
     {"model", "step_limit", "ask_default", "tokenizer", "profile", "budget", "policies", "openai",
-     "anthropic", "models"}
+     "anthropic", "models", "exec_ends"}
 )  # fmt: skip
 
 
@@ -161,6 +164,7 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         files=files,
         delta_models=_delta_models(data.get("models", {}), "delta", False),
         delta_inline=_delta_models(data.get("models", {}), "delta_messages", True),
+        exec_ends_all=_one_of(data, "exec_ends", ("all", "group")) == "all",
     )
 
 

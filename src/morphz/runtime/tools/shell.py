@@ -165,9 +165,12 @@ def exec_tool(
     max_output_chars: int = DEFAULT_MAX_OUTPUT,
     hidden_env: Iterable[str] = HIDDEN_ENV,
     env: Mapping[str, str] | None = None,
+    end_all: bool = True,
 ) -> Tool:
     """The ``exec`` tool. ``hidden_env`` names environment variables removed before the command
-    runs (provider keys by default); ``env`` adds or overrides variables."""
+    runs (provider keys by default); ``env`` adds or overrides variables. ``end_all`` False
+    (``exec_ends = "group"``): only the command's process group is ended, so a process that
+    starts a session of its own (a server the agent means to keep) runs on."""
     if max_output_chars < 2:
         raise ValueError("max_output_chars must be at least 2")
     hidden = tuple(hidden_env)
@@ -179,7 +182,7 @@ def exec_tool(
         if not cwd.is_dir():
             raise ToolError(f"cwd {a['cwd']!r} is not a directory; use list_files to find one")
         out = CappedOutput(max_output_chars)
-        transport, capture = await _start(command, cwd, _environment(hidden, env), out)
+        transport, capture = await _start(command, cwd, _environment(hidden, env), out, end_all)
         timed_out = False
         try:
             await asyncio.wait_for(capture.exited.wait(), timeout)
@@ -204,7 +207,8 @@ def exec_tool(
         ToolSchema(
             "exec",
             "Run a shell command in the workspace (stdout and stderr together, capped at "
-            f"{max_output_chars} characters keeping head and tail). {_WHAT_DIES}",
+            f"{max_output_chars} characters keeping head and tail). "
+            + (_WHAT_DIES if end_all else WHAT_DIES_ELSEWHERE),
             _EXEC,
         ),
         run,
@@ -225,7 +229,7 @@ def _supervisor_program() -> tuple[str, ...]:
 
 
 async def _start(
-    command: str, cwd: Path, env: dict[str, str], out: CappedOutput
+    command: str, cwd: Path, env: dict[str, str], out: CappedOutput, end_all: bool
 ) -> tuple[asyncio.SubprocessTransport, _Capture]:
     """The supervisor running the command, in a session of its own (a signal to this process's
     group does not reach it); its stdin is the pipe whose end tells it to stop. It is told to
@@ -234,11 +238,12 @@ async def _start(
     if not sys.executable:
         raise ToolError("exec: no Python interpreter to run the command's supervisor")
     lc_ctype = supervisor.UNSET if "LC_CTYPE" not in env else "=" + env["LC_CTYPE"]
+    ends = "all" if end_all else supervisor.GROUP_ONLY
     loop = asyncio.get_running_loop()
     try:
         transport, capture = await loop.subprocess_exec(
             lambda: _Capture(out),
-            *(sys.executable, "-I", "-S", *_supervisor_program(), command, lc_ctype),
+            *(sys.executable, "-I", "-S", *_supervisor_program(), command, lc_ctype, ends),
             cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -390,5 +395,5 @@ def _outcome(
     return ToolOutcome(text, error=timed_out, data=data)
 
 
-def shell_tools() -> list[Tool]:
-    return [exec_tool()]
+def shell_tools(end_all: bool = True) -> list[Tool]:
+    return [exec_tool(end_all=end_all)]

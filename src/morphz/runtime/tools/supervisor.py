@@ -1,6 +1,8 @@
 """The supervisor of one ``exec`` command, run as a script in a child process of the agent
-(``python -I -S supervisor.py COMMAND LC_CTYPE``, or ``-c SOURCE`` in place of the file where
-morphz is imported from a zip); standard library only, it imports nothing of morphz.
+(``python -I -S supervisor.py COMMAND LC_CTYPE ENDS``, or ``-c SOURCE`` in place of the file
+where morphz is imported from a zip; ENDS is ``all``, or :data:`GROUP_ONLY` where the user's
+configuration says ``exec_ends = "group"``: then it kills the shell's group only and is no
+subreaper); standard library only, it imports nothing of morphz.
 
 It starts nothing until the agent says so: one byte, :data:`GO`, on its stdin, which the agent
 writes once it holds the supervisor's pipes. A call cancelled while the supervisor starts kills
@@ -81,6 +83,7 @@ STOP_SIGNALS = _signals("SIGTERM", "SIGINT", "SIGHUP")
 _DEFAULTED = _signals("SIGPIPE", "SIGXFSZ")  # ignored by Python, reset for the shell as
 # subprocess (restore_signals) resets them; the handlers set here end with the exec
 GO = b"g"  # the agent's word to start the command
+GROUP_ONLY = "group"  # ENDS: the shell's process group only (a setsid process runs on)
 UNSET = "-"  # the LC_CTYPE argument when the command's environment has none; else "=VALUE"
 
 _stop_asked: list[int] = []  # the stop signals received
@@ -355,7 +358,7 @@ def main() -> None:
     # end from this process. Unblocked here; the shell gets the mask back.
     mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD, *STOP_SIGNALS})
     command, lc_ctype = os.fsencode(sys.argv[1]), sys.argv[2]
-    subreaper = become_subreaper()
+    subreaper = sys.argv[3:4] != [GROUP_ONLY] and become_subreaper()
     wake = watch_signals()
     if not started(wake):  # the agent is gone, or a stop signal came: nothing to start or end
         return
