@@ -3,9 +3,13 @@ suite): today SQLite; a new backend joins by adding a factory here."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import signal
 import socket
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +17,7 @@ from typing import Any
 import pytest
 
 import morphz
+import processes
 from histories import Clock as FixedClock
 from morphz.encoding.tokens import O200K_PATTERN, _tiktoken_counter
 
@@ -119,6 +124,18 @@ def ws(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
     root.mkdir()
     return root
+
+
+@pytest.fixture
+def mark() -> Iterator[str]:
+    """A mark for one test's processes (``processes.MARK=mark`` in their environment); whatever
+    still carries it is killed at the end."""
+    value = uuid.uuid4().hex
+    yield value
+    if Path("/proc/self/environ").exists():
+        for pid in processes.marked(value):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture

@@ -47,3 +47,33 @@ def wait_for_sqlite_busy_sleep(pid: int) -> None:
                     return
         time.sleep(0.01)  # polling a state, not a timing
     raise AssertionError("no write of morphz waited for the lock")
+
+
+# A test marks the processes a command starts by this variable in their environment, so that
+# it can find them in /proc whatever became of their parents (the ``mark`` fixture, conftest.py).
+MARK = "MORPHZ_TEST_MARK"
+
+
+def marked(mark: str) -> list[int]:
+    """The live processes whose environment holds ``MARK=mark`` (a zombie's is empty)."""
+    needle = f"{MARK}={mark}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if needle in (entry / "environ").read_bytes().split(b"\0") and alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+def survivors(mark: str, tries: int = 400) -> list[int]:
+    """The marked processes still alive after a generous wait for a kill's delivery (empty when
+    all are gone): not a speed test."""
+    left = marked(mark)
+    for _ in range(tries):
+        if not left:
+            break
+        time.sleep(0.05)
+        left = marked(mark)
+    return left

@@ -53,6 +53,20 @@ def run_sql(path: Path, *statements: str) -> None:
         conn.close()
 
 
+def rebuild_tables(store: Path) -> list[str]:
+    """The recall index's building tables (``*_rebuild_*`` virtual tables) in ``store``, by
+    name: what an unfinished ``recall-index rebuild`` leaves."""
+    conn = sqlite3.connect(store)
+    try:
+        rows = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB '*_rebuild_*' "
+            "AND sql LIKE 'CREATE VIRTUAL%'"
+        ).fetchall()
+    finally:
+        conn.close()
+    return sorted(r[0] for r in rows)
+
+
 def cli_env(home: Path) -> dict[str, str]:
     env = dict(os.environ, PYTHONPATH=str(SRC), HOME=str(home))
     env.pop("MORPHZ_DB", None)

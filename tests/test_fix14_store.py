@@ -23,6 +23,7 @@ from morphz.owners import current_owner
 from morphz.runtime.engine import Engine
 from morphz.runtime.models.base import ModelRequest, ModelResponse, Usage
 from morphz.runtime.models.scripted import FunctionModel
+from stores import rebuild_tables
 
 SRC = Path(morphz.__file__).resolve().parent.parent
 CONTEXT = "context-default"
@@ -49,18 +50,6 @@ def _killed_rebuild(store: Path) -> str:
         check=True,
     )
     return done.stdout.strip()
-
-
-def _tables(store: Path) -> list[str]:
-    conn = sqlite3.connect(store)
-    try:
-        rows = conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB '*_rebuild_*' "
-            "AND sql LIKE 'CREATE VIRTUAL%'"
-        ).fetchall()
-    finally:
-        conn.close()
-    return sorted(r[0] for r in rows)
 
 
 @pytest.fixture
@@ -157,7 +146,7 @@ def test_clean_drops_only_the_tables_of_dead_rebuilds(store: Path) -> None:
         assert {b.table for b in cleaned.kept} == {running, elsewhere}
         assert {b.table for b in ctx.recall_index.inspect().building} == {running, elsewhere}
         assert ctx.audit().ok
-    assert _tables(store) == sorted([running, elsewhere])
+    assert rebuild_tables(store) == sorted([running, elsewhere])
 
 
 def _foreign_rebuild(store: Path, table: str) -> None:
@@ -185,7 +174,7 @@ def test_clean_on_the_command_line(store: Path) -> None:
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["dropped"] == [dead] and data["kept"] == []
-    assert _tables(store) == []
+    assert rebuild_tables(store) == []
     again = runner.invoke(main, ["context", "recall-index", "clean", "--db", str(store)])
     assert again.exit_code == 0, again.output
     assert "no" in again.output  # nothing left to drop, and it says so
@@ -198,7 +187,7 @@ def test_clean_of_another_context_leaves_this_ones_leftover(store: Path) -> None
         other.observe("user_message", "hello")
         assert other.recall_index.clean().dropped == ()
         assert other.recall_index.inspect().building == ()
-    assert _tables(store) == [dead]
+    assert rebuild_tables(store) == [dead]
 
 
 # ================================================================ calibration of concurrent engines

@@ -8,7 +8,6 @@ marks its command's environment and looks in /proc for a live process still carr
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import os
 import select
@@ -16,16 +15,13 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import morphz
 from morphz.runtime.tools import supervisor
-from morphz.runtime.tools.base import ArgumentError, Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.base import ArgumentError, Tool, ToolContext, ToolError
 from morphz.runtime.tools.shell import (
     MAX_COMMAND_BYTES,
     WHAT_DIES_ELSEWHERE,
@@ -35,12 +31,12 @@ from morphz.runtime.tools.shell import (
     _Report,
     exec_tool,
 )
-from processes import alive
+from processes import MARK, alive, marked, survivors
+from toolruns import run
 
 LINUX = sys.platform.startswith("linux") and Path("/proc/self/environ").exists()
 linux_only = pytest.mark.skipif(not LINUX, reason="a child subreaper and /proc: Linux")
 SRC = Path(__file__).resolve().parents[1] / "src"
-MARK = "MORPHZ_FIX15_MARK"
 
 # a process in a session of its own, and a daemon (fork, setsid, fork, the middle one exits):
 # each writes its pid to a file once it runs
@@ -50,41 +46,6 @@ READY = "while [ ! -s setsid.pid ] || [ ! -s daemon.pid ]; do sleep 0.01; done"
 ESCAPES = f"{SETSID} {DAEMON} {READY}"
 
 
-def marked(mark: str) -> list[int]:
-    """The live processes whose environment holds ``MARK=mark`` (a zombie's is empty)."""
-    needle = f"{MARK}={mark}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            if needle in (entry / "environ").read_bytes().split(b"\0") and alive(int(entry.name)):
-                found.append(int(entry.name))
-    return found
-
-
-def gone(mark: str) -> list[int]:
-    """The marked processes still alive after a generous wait for a kill's delivery (empty when
-    all are gone): not a speed test."""
-    for _ in range(400):
-        survivors = marked(mark)
-        if not survivors:
-            return []
-        time.sleep(0.05)
-    return survivors
-
-
-@pytest.fixture
-def mark() -> Iterator[str]:
-    """A mark for one test's processes; whatever carries it is killed at the end."""
-    value = uuid.uuid4().hex
-    yield value
-    if LINUX:
-        for pid in marked(value):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-
 @pytest.fixture
 def tc(ctx: morphz.Context, ws: Path) -> ToolContext:
     return ToolContext(ctx, "session-1", "activation-1", ws)
@@ -92,10 +53,6 @@ def tc(ctx: morphz.Context, ws: Path) -> ToolContext:
 
 def marked_exec(mark: str) -> Tool:
     return exec_tool(env={MARK: mark})
-
-
-def run(tool: Tool, tc: ToolContext, **args: Any) -> ToolOutcome:
-    return asyncio.run(tool.run(args, tc))
 
 
 def started(ws: Path) -> list[int]:
@@ -112,7 +69,7 @@ def test_a_setsid_process_and_a_daemon_end_with_the_command(
     out = run(marked_exec(mark), tc, command=f"{ESCAPES}; echo done")
     assert out.data["exit_code"] == 0 and out.text.endswith("done\n"), out.text
     pids = started(ws)
-    assert not gone(mark), f"left running after the call: {marked(mark)} (started {pids})"
+    assert not survivors(mark), f"left running after the call: {marked(mark)} (started {pids})"
     assert not any(alive(pid) for pid in pids)
 
 
@@ -123,7 +80,7 @@ def test_a_setsid_process_and_a_daemon_end_when_the_command_times_out(
     out = run(marked_exec(mark), tc, command=f"{ESCAPES}; echo ready; sleep 300", timeout_s=5)
     assert out.data["timed_out"] is True and out.data["exit_code"] is None, out.text
     assert out.text.endswith("ready\n"), "the escapes had started before the timeout"
-    assert not gone(mark), f"left running after the timeout: {marked(mark)}"
+    assert not survivors(mark), f"left running after the timeout: {marked(mark)}"
 
 
 @linux_only
@@ -141,7 +98,7 @@ def test_a_setsid_process_and_a_daemon_end_when_the_call_is_cancelled(
 
     asyncio.run(scenario())
     assert (ws / "ready.txt").exists() and len(started(ws)) == 2
-    assert not gone(mark), f"left running after the cancellation: {marked(mark)}"
+    assert not survivors(mark), f"left running after the cancellation: {marked(mark)}"
 
 
 @linux_only
@@ -155,7 +112,7 @@ def test_a_process_that_keeps_forking_in_a_session_of_its_own_ends(
     out = run(marked_exec(mark), tc, command=f"{forker} {wait}")
     assert out.data["exit_code"] == 0, out.text
     assert "could not be ended" not in out.text
-    assert not gone(mark), f"left running: {marked(mark)}"
+    assert not survivors(mark), f"left running: {marked(mark)}"
 
 
 # --- what the outcome says --------------------------------------------------------------------
@@ -247,7 +204,7 @@ def test_a_killed_supervisor_is_a_tool_error_and_the_group_is_killed(
         assert "check with ps" in info.value.message, info.value.message
 
     asyncio.run(scenario())
-    assert not gone(mark), f"left running: {marked(mark)}"
+    assert not survivors(mark), f"left running: {marked(mark)}"
 
 
 # --- the supervisor on its own: asked to stop, or its agent gone ------------------------------
@@ -301,7 +258,7 @@ def test_a_supervisor_asked_to_stop_ends_the_command(ws: Path, mark: str, how: s
         proc.stderr.close()
     lines = said.decode().splitlines()  # each line starts with a newline: the first is empty
     assert lines[0] == "" and lines[1].startswith("pid ") and lines[-1] == "end -9 0", said
-    assert not gone(mark), f"left running: {marked(mark)}"
+    assert not survivors(mark), f"left running: {marked(mark)}"
 
 
 AGENT = """
@@ -331,7 +288,7 @@ def test_the_command_ends_when_the_agent_is_killed(tmp_path: Path, mark: str) ->
         assert ready, "the command never started"
         agent.kill()
         agent.wait()
-        assert not gone(mark), f"left running after the agent died: {marked(mark)}"
+        assert not survivors(mark), f"left running after the agent died: {marked(mark)}"
     finally:
         os.close(reader)
         if agent.poll() is None:

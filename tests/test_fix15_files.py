@@ -5,7 +5,6 @@ never matches the path separator."""
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import hashlib
 import os
@@ -16,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.base import ToolContext, ToolError
 from morphz.runtime.tools.linesearch import MATCH_SHOWN_CHARS, SEARCH_LINE_CHARS
 from morphz.runtime.tools.workspace import list_files_tool, search_files_tool, write_file_tool
+from toolruns import run
 
 WRITE, SEARCH, LIST = write_file_tool(), search_files_tool(), list_files_tool()
 
@@ -26,10 +26,6 @@ WRITE, SEARCH, LIST = write_file_tool(), search_files_tool(), list_files_tool()
 @pytest.fixture
 def tc(ws: Path) -> ToolContext:
     return ToolContext(None, "s", "a", ws, ())  # type: ignore[arg-type]  # no store needed
-
-
-def run(tool: Tool, tc: ToolContext, **args: Any) -> ToolOutcome:
-    return asyncio.run(tool.run(args, tc))
 
 
 # --- durable writes: the folder is synced after the rename or link ---------------------------

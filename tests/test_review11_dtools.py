@@ -24,6 +24,7 @@ from morphz.runtime.models.scripted import FunctionModel
 from morphz.runtime.tools import linesearch, scanlines
 from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
 from morphz.runtime.tools.workspace import search_files_tool
+from toolruns import run
 
 SETTLE_S = 5.0  # far more than killing a child takes; far less than the child's own 30 s
 
@@ -31,10 +32,6 @@ SETTLE_S = 5.0  # far more than killing a child takes; far less than the child's
 @pytest.fixture
 def tc(ctx: morphz.Context, ws: Path) -> ToolContext:
     return ToolContext(ctx, "s", "a", ws)
-
-
-def run(tool: Tool, tc: ToolContext, **args: Any) -> ToolOutcome:
-    return asyncio.run(tool.run(args, tc))
 
 
 # --- the child's clock ---------------------------------------------------------------------

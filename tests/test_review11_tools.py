@@ -3,7 +3,6 @@ against the code as it was when written."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
@@ -20,9 +19,10 @@ import morphz
 from agents import run_steps
 from morphz.interfaces.cli import main
 from morphz.runtime.models.base import ToolCall
-from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.base import Tool, ToolContext, ToolError
 from morphz.runtime.tools.shell import exec_tool
 from morphz.runtime.tools.workspace import search_files_tool
+from toolruns import run
 
 SRC = str(Path(morphz.__file__).resolve().parents[1])
 CHILD_TIMEOUT_S = 15.0  # generous: the child imports morphz, then one tool call
@@ -31,10 +31,6 @@ CHILD_TIMEOUT_S = 15.0  # generous: the child imports morphz, then one tool call
 @pytest.fixture
 def tc(ctx: morphz.Context, ws: Path) -> ToolContext:
     return ToolContext(ctx, "session-1", "activation-1", ws, (ws / "morphz.db",))
-
-
-def run(tool: Tool, tc: ToolContext, **args: Any) -> ToolOutcome:
-    return asyncio.run(tool.run(args, tc))
 
 
 def run_in_child(tmp_path: Path, ws: Path, body: str) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import morphz
 from morphz.interfaces.approval_text import shown_value
 from morphz.runtime import config
+from stores import rebuild_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
@@ -24,18 +24,6 @@ CLI_MD = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
 
 def _flat(text: str) -> str:
     return " ".join(text.split())
-
-
-def _building_tables(store: Path) -> list[str]:
-    conn = sqlite3.connect(store)
-    try:
-        rows = conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB '*_rebuild_*' "
-            "AND sql LIKE 'CREATE VIRTUAL%'"
-        ).fetchall()
-    finally:
-        conn.close()
-    return sorted(r[0] for r in rows)
 
 
 # The real entry point (cli.run, as the morphz script and python -m morphz run it) on
@@ -89,7 +77,7 @@ def test_a_rebuild_stopped_by_sigterm_leaves_no_building_table(tmp_path: Path) -
     try:
         assert proc.stderr is not None
         assert proc.stderr.readline().strip() == "FILLING"
-        assert len(_building_tables(store)) == 1  # the rebuild is under way
+        assert len(rebuild_tables(store)) == 1  # the rebuild is under way
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
     finally:
@@ -97,7 +85,7 @@ def test_a_rebuild_stopped_by_sigterm_leaves_no_building_table(tmp_path: Path) -
             proc.kill()
             proc.wait()
     assert proc.returncode == -signal.SIGTERM  # ends by the signal, as documented
-    assert _building_tables(store) == []  # actual: ['recall_fts_1_rebuild_...'] left behind
+    assert rebuild_tables(store) == []  # actual: ['recall_fts_1_rebuild_...'] left behind
 
 
 def test_the_approval_prompt_counts_white_space_runs_only_past_the_documented_length() -> None:

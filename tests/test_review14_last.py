@@ -7,26 +7,21 @@ Real files in temporary folders; no timed assertions.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from morphz.interfaces import render
 from morphz.interfaces.approval_text import shown_call
-from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.base import ToolContext, ToolError
 from morphz.runtime.tools.workspace import write_file_tool
+from toolruns import run
 
 
 @pytest.fixture
 def tc(ws: Path) -> ToolContext:
     return ToolContext(None, "s", "a", ws, (Path("morphz.toml"),))  # type: ignore[arg-type]
-
-
-def run(tool: Tool, tc: ToolContext, **args: Any) -> ToolOutcome:
-    return asyncio.run(tool.run(args, tc))
 
 
 # --- approval: what the person sees -------------------------------------------------------

@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from morphz.interfaces import render
 from morphz.interfaces.cli import main
 from morphz.interfaces.cli_agent import _ask
-from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.base import Tool, ToolContext, ToolError
 from morphz.runtime.tools.shell import exec_tool
 from morphz.runtime.tools.workspace import (
     edit_file_tool,
@@ -33,6 +33,7 @@ from morphz.runtime.tools.workspace import (
     search_files_tool,
     write_file_tool,
 )
+from toolruns import run
 
 
 def sha(data: bytes) -> str:
@@ -42,10 +43,6 @@ def sha(data: bytes) -> str:
 @pytest.fixture
 def tc(ws: Path) -> ToolContext:
     return ToolContext(None, "s", "a", ws, (Path("morphz.toml"),))  # type: ignore[arg-type]
-
-
-def run(tool: Tool, tc: ToolContext, **args: Any) -> ToolOutcome:
-    return asyncio.run(tool.run(args, tc))
 
 
 def _sparse(path: Path, size: int, head: bytes = b"") -> None:

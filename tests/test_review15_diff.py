@@ -5,21 +5,20 @@ findings are in tests/test_review15_exec.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import os
 import sqlite3
 import stat
 import unicodedata
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import morphz
 from morphz.errors import StoreError
-from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.base import ToolContext, ToolError
 from morphz.runtime.tools.workspace import search_files_tool, write_file_tool
+from toolruns import run
 
 CONTEXT = "context-default"
 
@@ -27,10 +26,6 @@ CONTEXT = "context-default"
 @pytest.fixture
 def tc(ws: Path) -> ToolContext:
     return ToolContext(None, "s", "a", ws, ())  # type: ignore[arg-type]  # no store needed
-
-
-def run(tool: Tool, tc: ToolContext, **args: Any) -> ToolOutcome:
-    return asyncio.run(tool.run(args, tc))
 
 
 # --- 1. a damaged event in a column other than text, meta or payload -------------------------

@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from morphz.runtime.tools import shell
-from morphz.runtime.tools.base import Tool, ToolContext, ToolOutcome
+from morphz.runtime.tools.base import ToolContext
 from morphz.runtime.tools.shell import exec_tool
 from processes import alive, gone
+from toolruns import run
 
 LINUX = sys.platform.startswith("linux") and Path("/proc/self/status").exists()
 linux_only = pytest.mark.skipif(not LINUX, reason="/proc and Linux process semantics")
@@ -29,10 +30,6 @@ linux_only = pytest.mark.skipif(not LINUX, reason="/proc and Linux process seman
 @pytest.fixture
 def tc(ws: Path) -> ToolContext:
     return ToolContext(None, "s", "a", ws, ())  # type: ignore[arg-type]  # no store needed
-
-
-def run(tool: Tool, tc: ToolContext, **args: Any) -> ToolOutcome:
-    return asyncio.run(tool.run(args, tc))
 
 
 @pytest.fixture

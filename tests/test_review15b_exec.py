@@ -6,7 +6,6 @@ each test failed on the code reviewed because of the defect its docstring names.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
@@ -17,66 +16,25 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from morphz.runtime.tools import shell, supervisor
-from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.base import ToolContext, ToolError, ToolOutcome
 from morphz.runtime.tools.shell import exec_tool
-from processes import alive
+from processes import MARK, marked, survivors
+from toolruns import run
 
 LINUX = sys.platform.startswith("linux") and Path("/proc/self/environ").exists()
 linux_only = pytest.mark.skipif(not LINUX, reason="a child subreaper and /proc: Linux")
 SRC = Path(__file__).resolve().parents[1] / "src"
-MARK = "MORPHZ_REVIEW15B_MARK"
 
 
 @pytest.fixture
 def tc(ws: Path) -> ToolContext:
     return ToolContext(None, "s", "a", ws, ())  # type: ignore[arg-type]  # no store needed
-
-
-def run(tool: Tool, tc: ToolContext, **args: Any) -> ToolOutcome:
-    return asyncio.run(tool.run(args, tc))
-
-
-def marked(mark: str) -> list[int]:
-    """The live processes whose environment holds ``MARK=mark``."""
-    needle = f"{MARK}={mark}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            if needle in (entry / "environ").read_bytes().split(b"\0") and alive(int(entry.name)):
-                found.append(int(entry.name))
-    return found
-
-
-def survivors(mark: str) -> list[int]:
-    """The marked processes still alive after a generous wait for a kill's delivery."""
-    for _ in range(100):
-        left = marked(mark)
-        if not left:
-            return []
-        time.sleep(0.05)
-    return left
-
-
-@pytest.fixture
-def mark() -> Iterator[str]:
-    """A mark for one test's processes; whatever carries it is killed at the end."""
-    value = uuid.uuid4().hex
-    yield value
-    if LINUX:
-        for pid in marked(value):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
 
 
 def left_said(text: str) -> int:
@@ -249,7 +207,7 @@ def test_a_traced_process_does_not_hang_the_supervisors_end(
     if (ws / "tracer.failed").exists():
         pytest.skip(f"ptrace refused here: {(ws / 'tracer.failed').read_text()}")
     assert out.data["timed_out"] is False and out.data["exit_code"] == 0, out.text
-    assert not survivors(mark), f"left running: {marked(mark)}"
+    assert not survivors(mark, tries=100), f"left running: {marked(mark)}"
 
 
 CHAIN = """n=$1
@@ -276,7 +234,7 @@ def test_processes_left_by_a_deep_tree_are_ended_or_counted(
     )
     out = run(exec_tool(env={MARK: mark}), tc, command=command, timeout_s=120)
     assert out.data["exit_code"] == 0, out.text
-    running = survivors(mark)
+    running = survivors(mark, tries=100)
     assert len(running) == left_said(out.text), (len(running), out.text)
 
 
@@ -322,7 +280,7 @@ def test_a_command_holding_the_supervisors_stdin_does_not_outlive_a_timeout(
     except ToolError as exc:
         pytest.fail(f"a tool error for a command that timed out: {exc.message}")
     assert out.data["timed_out"] is True, out.text
-    assert not survivors(mark), f"left running: {marked(mark)}"
+    assert not survivors(mark, tries=100), f"left running: {marked(mark)}"
 
 
 # --- 5. where the module imports ---------------------------------------------------------------

@@ -6,23 +6,22 @@ and the prompt's counted blanks equal the text they stand for."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from morphz.interfaces import render
 from morphz.interfaces.approval_text import shown_call, shown_value
 from morphz.runtime.tools import paths, workspace
-from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.base import ToolContext, ToolError
 from morphz.runtime.tools.workspace import (
     edit_file_tool,
     read_file_tool,
     search_files_tool,
     write_file_tool,
 )
+from toolruns import run
 
 READ, WRITE, EDIT = read_file_tool(), write_file_tool(), edit_file_tool()
 
@@ -34,10 +33,6 @@ def sha(data: bytes) -> str:
 @pytest.fixture
 def tc(ws: Path) -> ToolContext:
     return ToolContext(None, "s", "a", ws, ())  # type: ignore[arg-type]
-
-
-def run(tool: Tool, tc: ToolContext, **args: Any) -> ToolOutcome:
-    return asyncio.run(tool.run(args, tc))
 
 
 @pytest.fixture

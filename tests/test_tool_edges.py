@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 import morphz
 from morphz.interfaces.cli import main
-from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.base import ToolContext, ToolError
 from morphz.runtime.tools.shell import exec_tool
 from morphz.runtime.tools.workspace import (
     edit_file_tool,
@@ -26,6 +26,7 @@ from morphz.runtime.tools.workspace import (
     search_files_tool,
     write_file_tool,
 )
+from toolruns import run
 
 
 def sha(data: bytes) -> str:
@@ -35,10 +36,6 @@ def sha(data: bytes) -> str:
 @pytest.fixture
 def tc(ws: Path) -> ToolContext:
     return ToolContext(None, "s", "a", ws, (Path("morphz.toml"),))  # type: ignore[arg-type]
-
-
-def run(tool: Tool, tc: ToolContext, **args: Any) -> ToolOutcome:
-    return asyncio.run(tool.run(args, tc))
 
 
 # --- workspace tools: untyped crashes -----------------------------------------------------

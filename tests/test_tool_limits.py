@@ -4,7 +4,6 @@ time limits, lines searched in their first characters, creations that are whole 
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import os
 import random
@@ -16,19 +15,16 @@ from typing import Any
 import pytest
 
 from morphz.runtime.tools import linesearch
-from morphz.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutcome
+from morphz.runtime.tools.base import ToolContext, ToolError
 from morphz.runtime.tools.linesearch import SEARCH_LINE_CHARS
 from morphz.runtime.tools.paths import create_atomic, glob_regex
 from morphz.runtime.tools.workspace import search_files_tool, write_file_tool
+from toolruns import run
 
 
 @pytest.fixture
 def tc(ws: Path) -> ToolContext:
     return ToolContext(None, "s", "a", ws)  # type: ignore[arg-type]  # the file tools need no store
-
-
-def run(tool: Tool, tc: ToolContext, **args: Any) -> ToolOutcome:
-    return asyncio.run(tool.run(args, tc))
 
 
 # --- globs -----------------------------------------------------------------------------------
