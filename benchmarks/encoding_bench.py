@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import io
 import json
 import math
@@ -22,12 +23,14 @@ import sqlite3
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import morphz
 from _bench_common import finish, machine, pct
@@ -353,6 +356,7 @@ class Shape:
     revisions: bool = True  # the agent revises task/plan every 20-30 steps
     result_chars: int = 1_200  # median characters of a tool result (lognormal, sigma 1)
     keep: int = 4  # a retirement batch retires what arrived at least this many steps before
+    meta: bool = False  # tool results carry the meta the runtime records (tool, call id, error)
 
 
 BENCHMARK = Shape()
@@ -403,6 +407,21 @@ def arrivals(rng: random.Random, median: int = BENCHMARK.result_chars) -> list[m
             chars = min(60_000, max(80, int(rng.lognormvariate(math.log(median), 1.0))))
             batch.append(morphz.Observation("tool_result", tool_text(rng, chars)))
     return batch
+
+
+def with_meta(batch: list[morphz.Observation], step: int) -> list[morphz.Observation]:
+    """``batch`` with the meta the runtime keeps with each tool result (outcomes.py): the tool
+    (a workspace tool, in turn), a provider's call id (24 characters after ``call_``, drawn
+    from the step, not from the trajectory's random generator) and the error flag."""
+    tools = ("read_file", "exec", "search_files")
+
+    def kept(i: int, o: morphz.Observation) -> morphz.Observation:
+        if o.kind != "tool_result":
+            return o
+        call = "call_" + hashlib.sha256(f"{step}/{i}".encode()).hexdigest()[:24]
+        return replace(o, meta={"call": call, "error": False, "tool": tools[(step + i) % 3]})
+
+    return [kept(i, o) for i, o in enumerate(batch)]
 
 
 # When the agent retires the observations it has processed (in batches, with a consolidation of
@@ -548,7 +567,8 @@ def bench_prefix(
         seen, kind = {o.seq for o in encoding.state.observations}, agent_turn(ctx, rng, step, state)
         retirements += kind == "retire"
         clock.now += timedelta(seconds=rng.randint(5, 60))
-        events = ctx.observe_batch(arrivals(rng, shape.result_chars), session=SESSION)
+        batch = arrivals(rng, shape.result_chars)
+        events = ctx.observe_batch(with_meta(batch, step) if shape.meta else batch, session=SESSION)
         state["arrived"].update((e.ref, step) for e in events)
     db.close()
     plain_lost = {k: round(v / plain.total, 4) for k, v in lost.items() if "delta" not in k}
@@ -593,13 +613,17 @@ def bench_prefix(
 
 def write_example(target: Path) -> None:
     """The demo's story (src/morphz/demo.py: a scripted agent run) on a store whose clock is
-    fixed, then the encoding ``morphz context encoding`` prints for it, at a fixed local time."""
+    fixed, then the encoding ``morphz context encoding`` prints for it, at a fixed local time.
+    Its random identifiers (the activation's, which the reply's meta names) are drawn from a
+    seeded generator, so the example is the same at every run."""
     clock = Clock(datetime(2026, 8, 4, 1, 0, tzinfo=UTC))
+    draws = random.Random("example")
+    seeded = mock.patch("uuid.uuid4", lambda: uuid.UUID(int=draws.getrandbits(128), version=4))
     with tempfile.TemporaryDirectory(prefix="morphz-example-") as folder:
         workspace, store = Path(folder) / "workspace", Path(folder) / "store" / "demo.db"
         workspace.mkdir()
         (workspace / "production.yaml").write_text(demo.CONFIG_FILE, encoding="utf-8")
-        with morphz.open(store, now=clock) as db:
+        with seeded, morphz.open(store, now=clock) as db:
             ctx = db.context(create=True)
             assert asyncio.run(demo._story(ctx, workspace, lambda line: None))
             local = datetime(2026, 8, 4, 9, 5, tzinfo=timezone(timedelta(hours=8))).isoformat()

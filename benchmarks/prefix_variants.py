@@ -44,6 +44,8 @@ VARIANTS: list[tuple[str, str, Shape]] = [
     ),
     ("median 600 characters, maintain from warning", "warning", Shape(result_chars=600)),
     ("never retire observations", "never", BENCHMARK),
+    ("tool results with the runtime's meta", "pressure", Shape(meta=True)),
+    ("tool results with the runtime's meta, eager maintenance", "eager", Shape(meta=True)),
 ]
 
 

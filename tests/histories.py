@@ -45,8 +45,21 @@ TEXTS = st.one_of(
     st.builds(lambda piece, n: piece * n, st.text(min_size=1, max_size=8), st.integers(60, 400)),
     st.builds(lambda piece: piece * (16_001 // len(piece) + 1), st.text(min_size=1, max_size=4)),
 )
+# what an observation may keep as meta: none, the runtime's tool-result meta, or any JSON object
+# (keys that are no ids, nested values, long values that the inbox names instead of showing)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=6,
+)
+METAS = st.one_of(
+    st.none(),
+    st.builds(lambda n: {"call": f"call_{n}", "error": n % 2 == 0, "tool": "exec"}, st.integers()),
+    st.dictionaries(st.text(max_size=8), JSON, max_size=4),
+    st.builds(lambda n: {"blob": "m" * n}, st.integers(900, 1_200)),
+)
 STEP = st.one_of(
-    st.tuples(st.just("observe"), KINDS, SESSIONS, TEXTS),
+    st.tuples(st.just("observe"), KINDS, SESSIONS, TEXTS, METAS),
     st.tuples(st.just("derive"), st.integers(0, 99), TEXTS),
     st.tuples(st.just("create"), st.integers(0, 99), TEXTS),
     st.tuples(st.just("revise"), st.integers(0, 99), TEXTS),
@@ -69,9 +82,10 @@ class History:
     def play(self, step: tuple[object, ...]) -> None:
         ctx, op = self.ctx, step[0]
         if op == "observe":
-            _, kind, session, text = step
+            _, kind, session, text, meta = step
             assert isinstance(kind, str) and isinstance(session, str) and isinstance(text, str)
-            self.active.append(ctx.observe(kind, text, session=session).ref)
+            assert meta is None or isinstance(meta, dict)
+            self.active.append(ctx.observe(kind, text, meta=meta, session=session).ref)
         elif op in ("derive", "create"):
             _, pick, text = step
             assert isinstance(pick, int) and isinstance(text, str)

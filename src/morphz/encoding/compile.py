@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from morphz.capacity import Budget, Pressure, budget_over, pressure
 from morphz.checks import not_unicode
 from morphz.encoding import render
-from morphz.encoding.options import EncodeOptions, checked, value_text
+from morphz.encoding.options import EncodeOptions, checked
 from morphz.encoding.protocol import PROTOCOL
 from morphz.encoding.sessions import SessionPlan, horizon, plan_sessions
 from morphz.encoding.tokens import figure, part_tokens
@@ -24,7 +24,7 @@ from morphz.encoding.view import View, stored_view
 from morphz.errors import InputError, ParseError
 from morphz.ids import make_ref
 from morphz.mind.state import Edge, Frame
-from morphz.store.active_base import ActiveObservation
+from morphz.store.active_base import ActiveObservation, value_text
 from morphz.store.base import ActivationRow, ReadTxn
 from morphz.txlang.sexpr import MAX_DEPTH, nesting, quote, read, to_text
 

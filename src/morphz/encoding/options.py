@@ -3,7 +3,6 @@ wrong option a typed InputError naming the field (never a TypeError from deep in
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
@@ -14,6 +13,7 @@ from morphz.checks import check_id, check_whole, normalize_time
 from morphz.encoding.tokens import Calibration, Counter
 from morphz.encoding.view import View
 from morphz.errors import InputError
+from morphz.store.active_base import value_text
 
 _T = TypeVar("_T")
 
@@ -75,14 +75,6 @@ def make_options(**given: Any) -> EncodeOptions:
             + ", ".join(sorted(known))
         )
     return EncodeOptions(**given)
-
-
-def value_text(value: Any) -> str:
-    """A binding or scheduling value as the encoding shows it: a string as it is, anything
-    else as canonical JSON (sorted keys), so equal options give the same bytes."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
 
 
 def checked(opts: EncodeOptions) -> EncodeOptions:

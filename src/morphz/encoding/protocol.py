@@ -18,9 +18,10 @@ be recalled.")
 instructions), or none.
 inbox: observations that arrived (user messages, tool results, external events, recall results,
 approvals, the receipts of your transactions, your replies as agent_reply) in arrival order,
-immutable, each with a ref like @e42 and the clock tick it arrived at (its age is the kernel's
-clock minus that tick); a long one shows its head and tail with a marker naming its ref and
-size: read the rest with recall.
+immutable, each with a ref like @e42, the clock tick it arrived at (its age is the kernel's
+clock minus that tick) and any meta kept with it (a tool result's tool, call id and whether it
+is an error); a long one shows its head and tail with a marker naming its ref and size: read
+the rest with recall.
 observation-state: the inbox items that are protected or cited by frames (how many, retired
 ones included); an item not listed is neither, but a running activation's root is protected.
 mind: your cognitive frames in the order you placed them (a frame is active unless it shows a

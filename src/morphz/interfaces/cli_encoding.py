@@ -97,17 +97,17 @@ def configured_keys(
 )
 @click.option(
     "--model",
-    default="none",
-    show_default=True,
+    default=None,
     metavar="SPEC",
-    help="Model spec the request is for (openai:NAME, anthropic:NAME, scripted:PATH): named "
-    "in the encoding, and tokens are counted for it as the runtime counts them under the "
+    help="Model spec the request is for (openai:NAME, anthropic:NAME, scripted:PATH; none: "
+    "no model) [default: the configuration's model, as exec uses it, else none]: named in "
+    "the encoding, and tokens are counted for it as the runtime counts them under the "
     "configuration (exact, calibrated, estimated).",
 )
 @db_option
 @format_option
 def encoding_command(
-    *, context_id: str, session: str, budget: int | None, model: str, db_path: str, fmt: str
+    *, context_id: str, session: str, budget: int | None, model: str | None, db_path: str, fmt: str
 ) -> None:
     """Print the Context Encoding a model request on CTX would see.
 
@@ -120,8 +120,12 @@ def encoding_command(
     chat: its profile (the evaluation-profile region), its [budget] keys over the context's
     budget (--budget over its limit) and its tokenizer setting."""
     settings = load(Path.home(), Path.cwd(), os.environ)
-    # a typo is refused as exec refuses it; named as the runtime names the model it makes
-    name = model if model == "none" else model_name(model)
+    # a typo is refused as exec refuses it; named as the runtime names the model it makes; with
+    # no --model, the configuration's: the figure the agent under exec and chat would see
+    if model is None:
+        name = _configured_model(settings)
+    else:
+        name = model if model == "none" else model_name(model)
     local_time = local_now()
     with open_context(db_path, context_id) as ctx:
         keys = configured_keys(settings, ctx, budget)

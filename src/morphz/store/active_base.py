@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ class ActiveObservation:
     text: str
     protected: bool
     arrival_clock: int  # the cognitive clock right after it arrived
+    # what was kept with it as meta: (key, value) in key order, each value as value_text
+    meta: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +93,43 @@ def decode_setting(context_id: str, name: str, text: str) -> Any:
         kind = _JSON_KINDS.get(type(value), type(value).__name__)
         raise damaged_setting(context_id, name, f"a JSON {kind}, not an object")
     return value
+
+
+def value_text(value: Any) -> str:
+    """A JSON value as the encoding shows it (a binding, a scheduling fact, an observation's
+    meta): a string as it is, anything else as canonical JSON (sorted keys), so equal values
+    give the same bytes."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
+
+
+def meta_items(context_id: str, seq: int, text: str | None) -> tuple[tuple[str, str], ...]:
+    """The stored meta ``text`` of event ``seq`` (a JSON object, or None) as
+    :attr:`ActiveObservation.meta`; StoreError when the row holds no JSON object."""
+    if text is None:
+        return ()
+    items, why = _meta_items(text)
+    if why is None:
+        return items
+    raise StoreError(
+        f"event @e{seq} of context '{context_id}' cannot be read: its stored meta is {why}: "
+        f"the store is damaged; run `morphz context audit {context_id}` to see what else is, "
+        "and restore the store from a backup"
+    )
+
+
+@functools.lru_cache(maxsize=16_384)
+def _meta_items(text: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """``text`` decoded as meta items, or why it cannot be (remembered: every compile shows
+    the same observations' meta again, a runtime's tool results each carry one)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError, RecursionError) as exc:
+        return (), f"not JSON ({exc})"
+    if not isinstance(value, dict):
+        return (), f"a JSON {_JSON_KINDS.get(type(value), type(value).__name__)}, not an object"
+    return tuple((k, value_text(v)) for k, v in sorted(value.items())), None
 
 
 class StoredSettings(Mapping[str, Any]):

@@ -14,6 +14,7 @@ from morphz.store.active_base import (
     SessionWindow,
     StoredSettings,
     decode_setting,
+    meta_items,
 )
 from morphz.store.base import SessionRow
 from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
@@ -29,15 +30,25 @@ class SqliteActive:
     def observations(self) -> list[ActiveObservation]:
         """Active observations in sequence order, with their mutable attributes."""
         rows = self.conn.execute(
-            "SELECT o.seq, e.kind, e.session_id, e.time, e.text, o.protected, e.clock "
+            "SELECT o.seq, e.kind, e.session_id, e.time, e.text, o.protected, e.clock, e.meta "
             "FROM observations o INDEXED BY observations_active "
             "JOIN events e ON e.context_id = o.context_id AND e.seq = o.seq "
             "WHERE o.context_id = ? AND o.lifecycle = 'active' ORDER BY o.seq",
             (self.cid,),
         )
+        cid = self.cid
         return [
-            ActiveObservation(seq, kind, session, time, text or "", bool(protected), clock)
-            for seq, kind, session, time, text, protected, clock in rows
+            ActiveObservation(
+                seq,
+                kind,
+                session,
+                time,
+                text or "",
+                bool(protected),
+                clock,
+                meta_items(cid, seq, meta),
+            )
+            for seq, kind, session, time, text, protected, clock, meta in rows
         ]
 
     def session_window(self, current: str, horizon: str | None, count: int) -> SessionWindow:
