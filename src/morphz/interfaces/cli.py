@@ -11,6 +11,7 @@ docs/cli.md.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import sys
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn, TextIO, TypeVar
+from typing import Any, BinaryIO, NoReturn, TypeVar
 
 import click
 
@@ -361,32 +362,41 @@ def observe_command(
     emit(fmt, event.to_dict(), lambda: render.event_line(event))
 
 
+def _read_tx_text(tx_file: BinaryIO) -> str:
+    """The text of the transaction file as written: UTF-8, its line ends kept (a text-mode
+    read would turn "\\r\\n" and "\\r" in its strings into "\\n"); a byte-order mark at its
+    start is not part of the text. Bytes that are not UTF-8 are a usage error naming the first."""
+    data = tx_file.read()
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return data[skip:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise click.BadParameter(
+            f"{tx_file.name} is not valid UTF-8 (byte {skip + exc.start + 1}): save it as UTF-8",
+            param_hint="--file",
+        ) from exc
+
+
 @context_group.command("tx")
 @context_argument
 @click.option(
     "--file",
     "tx_file",
     required=True,
-    type=InputFile("r", encoding="utf-8-sig"),  # a byte-order mark is not part of the text
+    type=InputFile("rb"),  # bytes: _read_tx_text decodes them, every \r kept
     metavar="F",
     help="File holding the (context-tx ...) text; - reads stdin.",
 )
 @session_option
 @db_option
 @format_option
-def tx_command(*, context_id: str, tx_file: TextIO, session: str, db_path: str, fmt: str) -> None:
+def tx_command(*, context_id: str, tx_file: BinaryIO, session: str, db_path: str, fmt: str) -> None:
     """Commit a context transaction to CTX.
 
     Prints the receipt; a refused transaction prints the error, exits with status 1 and leaves
     the store unchanged. The `budget` refusal measures as exec would: with the configuration's
     [budget] keys over CTX's budget, and its model's calibration."""
-    try:
-        text = tx_file.read()
-    except UnicodeDecodeError as exc:
-        raise click.BadParameter(
-            f"{tx_file.name} is not valid UTF-8 (byte {exc.start + 1}): save it as UTF-8",
-            param_hint="--file",
-        ) from exc
+    text = _read_tx_text(tx_file)
     from morphz.interfaces.cli_encoding import commit_limits
     from morphz.runtime.config import load
 

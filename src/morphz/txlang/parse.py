@@ -21,6 +21,9 @@ from morphz.txlang.sexpr import (
     SExpr,
     SList,
     Str,
+    describe_char,
+    invisible_char,
+    is_blank,
     line_col,
     quote,
     read,
@@ -242,13 +245,20 @@ def _header(ctx: _Ctx, items: tuple[SExpr, ...]) -> tuple[int, str | None, int, 
         else:
             if reason is not None:
                 raise ctx.error(node.pos, "reason is given twice")
-            if not isinstance(value, Str) or not value.value.strip():
-                raise ctx.error(value.pos, 'reason must be a non-empty string: (reason "why")')
+            if not isinstance(value, Str) or is_blank(value.value):
+                raise ctx.error(value.pos, _reason_message(value))
             reason = value.value
         i += 1
     if base is None:
         raise ctx.error(items[0].pos, "missing (base-version N): state the mind version you read")
     return base, reason, i, base_pos
+
+
+def _reason_message(value: SExpr) -> str:
+    message = 'reason must be a non-empty string: (reason "why")'
+    if isinstance(value, Str) and value.value.strip():
+        return f"{message}; this one holds only invisible characters"
+    return message
 
 
 _ONLY = (
@@ -342,6 +352,39 @@ def parse_tx(text: str) -> o.Tx:
     tx = _parse_canonical(text)
     if tx is not None:
         return tx
+    try:
+        return _parse_general(text)
+    except ParseError as exc:
+        named = _naming_invisible(text, exc)
+        if named is exc:
+            raise
+        raise named from None
+
+
+def _naming_invisible(text: str, exc: ParseError) -> ParseError:
+    """``exc``, or when the text holds an invisible character outside its strings (a
+    zero-width space pasted into ``create``, a byte-order mark before the form) the same error
+    naming it: the message alone describes text that looks right."""
+    at = invisible_char(text)
+    if at is None:
+        return exc
+    line, column = line_col(text, at)
+    message = (
+        f"{exc.message}; the text holds an invisible character {describe_char(text[at])} at "
+        f"line {line}, column {column}: remove it"
+    )
+    return ParseError(
+        message,
+        op=exc.op,
+        op_index=exc.op_index,
+        line=exc.line,
+        column=exc.column,
+        details=exc.details,
+    )
+
+
+def _parse_general(text: str) -> o.Tx:
+    """parse_tx for any text the fast path did not take; raises every refusal."""
     ctx = _Ctx(text)
     try:
         forms = read(text)
@@ -413,7 +456,7 @@ def _parse_canonical(text: str) -> o.Tx | None:
     if head is None:
         return None
     base, reason = int(head.group(1)), head.group(2)
-    if base > _MAX_BASE_VERSION or (reason is not None and not reason.strip()):
+    if base > _MAX_BASE_VERSION or (reason is not None and is_blank(reason)):
         return None
     ops: list[o.Op] = []
     last = len(text) - 1

@@ -13,6 +13,7 @@ stores and what hashes are computed over.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator
 
 from morphz.errors import ParseError
@@ -305,3 +306,42 @@ def surrogate_message(exc: UnicodeEncodeError) -> str:
         f"a lone surrogate U+{ord(char):04X} at character {exc.start} is not valid Unicode "
         "text: remove it, or decode the source bytes with errors='replace'"
     )
+
+
+_INVISIBLE = ("Cf", "Cc")  # format and control characters: they print as nothing
+
+
+def is_invisible(char: str) -> bool:
+    """Whether ``char`` prints as nothing yet is no whitespace to the reader: a format (Cf) or
+    control (Cc) character such as a zero-width space, a byte-order mark or a NUL. (Tab,
+    newline, carriage return and the other control characters that are whitespace separate
+    tokens like a space, so ``\\s`` never lets them into an atom.)"""
+    return unicodedata.category(char) in _INVISIBLE and not char.isspace()
+
+
+def is_blank(value: str) -> bool:
+    """Whether ``value`` shows nothing: only whitespace and invisible characters (or none)."""
+    return all(char.isspace() or is_invisible(char) for char in value)
+
+
+def invisible_char(text: str) -> int | None:
+    """The offset of the first invisible character (:func:`is_invisible`) outside string
+    literals and comments, where it sticks to the atom it touches (``create\u200b`` is no
+    ``create``); None when there is none."""
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token[0] in '()";' or token.isprintable():
+            continue
+        for index, char in enumerate(token):
+            if is_invisible(char):
+                return match.start() + index
+    return None
+
+
+def describe_char(char: str) -> str:
+    """``U+200B (ZERO WIDTH SPACE)``: the code point of ``char`` and its Unicode name."""
+    code = f"U+{ord(char):04X}"
+    if char == "\ufeff":
+        return f"{code} (ZERO WIDTH NO-BREAK SPACE, a byte-order mark)"
+    name = unicodedata.name(char, "")
+    return f"{code} ({name})" if name else f"{code} (a control character)"
