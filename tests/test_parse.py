@@ -23,6 +23,7 @@ from morphz.txlang.sexpr import (
     SExpr,
     SList,
     Str,
+    is_blank,
     line_col,
     pretty,
     read,
@@ -597,8 +598,9 @@ OPS: st.SearchStrategy[o.Op] = st.one_of(
     st.builds(o.RetireSession, _distinct(IDS)),
     st.builds(o.RestoreSession, _distinct(IDS)),
 )
+# a reason shows something: only whitespace and invisible characters is refused (review 16b)
 REASONS = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=30).filter(
-    str.strip
+    lambda reason: not is_blank(reason)
 )
 TXS = st.builds(
     o.Tx,

@@ -321,6 +321,8 @@ def is_invisible(char: str) -> bool:
 
 def is_blank(value: str) -> bool:
     """Whether ``value`` shows nothing: only whitespace and invisible characters (or none)."""
+    if value.isprintable():  # no control or format character, no whitespace but the space
+        return not value.strip()
     return all(char.isspace() or is_invisible(char) for char in value)
 
 
