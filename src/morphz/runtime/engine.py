@@ -16,10 +16,13 @@ the request, and its pressure figure counts the work tool set (in maintenance: t
 resuming work would meet). When what the whole request sends exceeds the hard limit, the model is
 shown a batch of the inbox (so a batch always leaves something out), measured on exactly what it
 sends: the root request, what the activation's steps produced (only the previous step's when all of
-it does not fit), protected observations, then the oldest that fit. When even that cannot fit, the
-activation fails with a recorded reason. The figure counts what the adapters send beside the
-encoding (their system preamble and message framing), and a request asks for no more output than
-its budget leaves in the model's window above the hard limit.
+it does not fit), protected observations, then the oldest that fit. When even the previous step's
+results do not all fit, the batch holds the root and the protected observations, then as many of
+those results as fit (first, in their order), then the oldest; only when the root and the
+protected observations alone cannot fit does the activation fail, with a recorded reason. The
+figure counts what the adapters send beside the encoding (their system preamble and message
+framing), and a request asks for no more output than its budget leaves in the model's window
+above the hard limit.
 
 With ``RuntimeConfig.delta`` (ContextDelta) each request of an activation is the previous one plus
 an increment (:mod:`morphz.runtime.requests`); every request carries its cache layout
@@ -310,7 +313,15 @@ class _Run:
             floors[1],
         )
         self.calls = Calls(engine, self.tc, session, self.result.events)
-        self.end = Ending(engine.ctx, activation, self.tc, self.calls, self.result, give_up=give_up)
+        self.end = Ending(
+            engine.ctx,
+            activation,
+            self.tc,
+            self.calls,
+            self.result,
+            give_up=give_up,
+            refusals=self.refusals,
+        )
 
     # -- the loop
 
@@ -454,32 +465,36 @@ class _Run:
     # -- a maintenance batch
 
     async def _batch(self, full: Encoding) -> Encoding | None:
-        """The maintenance request that shows the minimum (:meth:`_minimum`), then the oldest
-        observations that fit within the hard limit; None when even the minimum does not fit
-        (the reason is kept). ``full``: the whole maintenance encoding, over the hard limit (so
-        compiled at critical pressure, in maintenance)."""
+        """The maintenance request that shows the minimum (:meth:`_minimum`), then the optional
+        observations that fit within the hard limit (those it offers first, then the oldest);
+        None when even the minimum does not fit (the reason is kept). ``full``: the whole
+        maintenance encoding, over the hard limit (so compiled at critical pressure, in
+        maintenance)."""
         hard = self._limit(full)
         self.active_observations = len(full.state.observations)
         found = await self._minimum(full, hard)
         if found is None:
             return None
-        must, minimum = found
+        must, minimum, first = found
         factor = self.e.calibration.factor if self.e.calibration.samples else 1.0
-        chosen = batches.choose(full, must, minimum, hard, factor)
+        chosen = batches.choose(full, must, minimum, hard, factor, first=first)
         return await batches.fit(partial(self._encode, True), minimum, must, chosen, hard)
 
-    async def _minimum(self, full: Encoding, hard: int) -> tuple[frozenset[int], Encoding] | None:
-        """The observations every batch shows, and their request as compiled: the current
-        request (the activation's root) and its causal dependencies, which are everything this
-        activation's steps produced that is still active, and the protected ones. When those do
-        not fit ``hard``, what the previous step produced stands for the dependencies (so the
-        agent can still act; the others keep their state), and when even that does not fit:
-        None, with the reason kept."""
+    async def _minimum(
+        self, full: Encoding, hard: int
+    ) -> tuple[frozenset[int], Encoding, list[int]] | None:
+        """The observations every batch shows, their request as compiled, and the optional ones
+        offered first. The minimum holds the current request (the activation's root) and its
+        causal dependencies, which are everything this activation's steps produced that is
+        still active, and the protected ones. When those do not fit ``hard``, what the previous
+        step produced stands for the dependencies (so the agent can still act; the others keep
+        their state); when even that does not fit, the minimum is the root and the protected
+        ones, and the previous step's results are offered first, in their order, so the batch
+        shows as many as fit. None when even that does not fit, with the reason kept."""
         inbox = full.state.observations
         present = {o.seq for o in inbox}
         tried: list[frozenset[int]] = []
-        reason = ""
-        for produced in (self.produced, self.previous):
+        for produced in (self.produced, self.previous, set()):
             required = ({self.root} | produced) & present
             must = frozenset(o.seq for o in inbox if o.seq in required or o.protected)
             if must in tried:
@@ -488,10 +503,11 @@ class _Run:
             minimum = await self._encode(True, must)
             floor = select_batch([], minimum.tokens, hard, set())  # the minimum, as compiled
             if floor.fits:
-                return must, minimum
-            refusal = None if self.refusals.ceiling is None else self.refusals.said
-            reason = batches.floor_reason(floor, minimum, self.e.config.budget_keys, refusal)
-        self._pending_failure = reason
+                first = [o.seq for o in inbox if o.seq in self.previous and o.seq not in must]
+                return must, minimum, first
+        refusal = None if self.refusals.ceiling is None else self.refusals.said
+        keys = self.e.config.budget_keys
+        self._pending_failure = batches.floor_reason(floor, minimum, keys, refusal, self.root)
         return None
 
     async def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:

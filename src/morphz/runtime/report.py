@@ -3,7 +3,8 @@ their bytes as a provider's cache sees them, the share of those bytes that began
 request the same engine sent (the prefix-reuse meter, :class:`~morphz.encoding.PrefixMeter`, which
 the engine records in each ``model_reply`` event), and the input and cached tokens the provider
 reported. A request the provider refused as too long counts as sent (its figures are recorded with
-the reply that follows it) and is also counted apart as refused. With ContextDelta, each request is
+the reply that follows it, or with the activation's end when none does) and is also counted apart
+as refused. With ContextDelta, each request is
 also counted as an increment or as a seed, with the reason it was one
 (:attr:`~morphz.encoding.DeltaEncoder.last`, or the engine's own: ``tool-set``,
 ``maintenance-batch``, ``too-long``). Reading an activation reads only the events between its start
@@ -81,6 +82,12 @@ class RequestStats:
             self.requests += sent["refused"]
             self.refused += sent["refused"]
 
+    def add_unanswered(self, unanswered: object) -> None:
+        """Count the requests refused as too long that no reply followed, as the activation's
+        end records them (``unanswered``, absent from ends recorded before it was)."""
+        if isinstance(unanswered, dict):
+            self.add_refused(unanswered)
+
     def add_delta(self, kind: object, n: int = 1) -> None:
         """Count a ContextDelta request: ``"increment"``, or the reason it was a seed."""
         if kind == "increment":
@@ -136,15 +143,20 @@ def pick_activations(
 
 
 def request_stats(ctx: Context, activations: Sequence[ActivationRow]) -> list[RequestStats]:
-    """The requests of each of ``activations``, from their ``model_reply`` events."""
+    """The requests of each of ``activations``, from their ``model_reply`` events and their
+    ends (the refused requests no reply followed)."""
     out = []
     for act in activations:
         stats = RequestStats(act.activation_id, act.session_id, act.state)
         span = None if act.finished_seq is None else act.finished_seq - act.started_seq + 1
         for event in ctx.events(after=act.started_seq - 1, limit=span):
             payload = event.payload or {}
-            if event.kind == ev.MODEL_REPLY and payload.get("activation") == act.activation_id:
+            if payload.get("activation") != act.activation_id:
+                continue
+            if event.kind == ev.MODEL_REPLY:
                 stats.add_reply(payload)
+            elif event.kind == ev.ACTIVATION_FINISHED:
+                stats.add_unanswered(payload.get("unanswered"))
         out.append(stats)
     return out
 
