@@ -21,6 +21,7 @@ from morphz.runtime.models.base import (
     ModelRequest,
     ModelResponse,
     ToolCall,
+    Usage,
 )
 from morphz.runtime.models.scripted import FunctionModel
 from morphz.runtime.report import RequestStats, pick_activations, request_stats
@@ -193,3 +194,21 @@ def test_an_end_refuses_what_the_log_cannot_hold(ctx: morphz.Context) -> None:
             ctx.finish_activation(activation, "failed", "x", unanswered=bad)  # type: ignore[arg-type]
     ctx.finish_activation(activation, "failed", "x", unanswered={"refused": 1})
     assert ctx.audit().ok
+
+
+@pytest.mark.parametrize("figure", [1500.0, None, "1500", -3, True])
+def test_a_usage_figure_that_is_no_whole_number_is_recorded_unknown(
+    ctx: morphz.Context, workspace: Path, figure: object
+) -> None:
+    """The reply is recorded and delivered; the figure is recorded as null (the others as
+    given), teaches the calibration nothing, and the report counts no input tokens for it."""
+    usage = Usage(figure, 3, 7)  # type: ignore[arg-type]  # what a sloppy adapter passes
+    model = FunctionModel(lambda request: ModelResponse("hello there", (), usage), "openai:m")
+    engine = _engine(ctx, model, workspace, exact_tokens=False)
+    result = asyncio.run(engine.run("hi"))
+    assert (result.state, result.reply) == ("delivered", "hello there"), result.reason
+    (reply,) = [e for e in ctx.events() if e.kind == ev.MODEL_REPLY]
+    assert (reply.payload or {})["usage"] == {"input": None, "output": 3, "cached": 7}
+    assert engine.calibration.samples == 0
+    (stats,) = request_stats(ctx, pick_activations(ctx, result.activation))
+    assert (stats.input_tokens, stats.cached_tokens) == (None, 7)

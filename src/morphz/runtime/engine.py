@@ -65,7 +65,7 @@ from morphz.runtime.models.base import (
 )
 from morphz.runtime.models.sdk import PREAMBLE
 from morphz.runtime.refusals import Refusals
-from morphz.runtime.replies import cut_kind, stop_note
+from morphz.runtime.replies import cut_kind, reply_payload, stop_note, whole
 from morphz.runtime.requests import FRAMING, MESSAGE_TOKENS, Answered, RequestSequence
 from morphz.runtime.run_config import Approver, RuntimeConfig, check_run
 from morphz.runtime.tools.base import (
@@ -353,8 +353,9 @@ class _Run:
                 return
             self.requests.answered(request)
             sent = self.refusals.answered(sent)  # those refused before: they left no event
+            await self._record(response, sent)  # first: whatever its usage says, it is kept
             await self._calibrate(request, response)
-            if await self._handle(response, sent):
+            if await self._handle(response):
                 return
         await self.end.finish("failed", f"the step limit ({config.step_limit}) was reached")
 
@@ -515,52 +516,37 @@ class _Run:
         engine (another process, a restart) starts calibrated: the sample is applied to the
         calibration as stored, in one write (other engines of the model learn too), and this
         engine then counts with the result. The texts' estimate is compared with the report
-        less the framing, which figures add uncalibrated."""
-        if response.usage is not None:
-            texts = [PREAMBLE, request.encoding, *(t.text for t in request.tools)]
-            estimated = sum(estimate_tokens(text) for text in texts)
-            turns = len(request.layout.turns) if request.layout is not None else 0
-            framing = FRAMING + MESSAGE_TOKENS * turns  # the seed's message is in FRAMING
-            reported = max(0, response.usage.input_tokens - framing)  # 0: nothing to learn
-            stored = await asyncio.to_thread(
-                self.e.ctx.calibrate, self.e.model.name, estimated, reported
-            )
-            self.e.calibration.follow(stored)
+        less the framing, which figures add uncalibrated. A report that is no whole number
+        (1500.0, None, text: an adapter of one's own) teaches nothing, as 0 does."""
+        reported = None if response.usage is None else whole(response.usage.input_tokens)
+        if reported is None:
+            return
+        texts = [PREAMBLE, request.encoding, *(t.text for t in request.tools)]
+        estimated = sum(estimate_tokens(text) for text in texts)
+        turns = len(request.layout.turns) if request.layout is not None else 0
+        framing = FRAMING + MESSAGE_TOKENS * turns  # the seed's message is in FRAMING
+        reported = max(0, reported - framing)  # 0: nothing to learn
+        stored = await asyncio.to_thread(
+            self.e.ctx.calibrate, self.e.model.name, estimated, reported
+        )
+        self.e.calibration.follow(stored)
 
     # -- one response
 
-    async def _handle(self, response: ModelResponse, sent: dict[str, object]) -> bool:
-        """Record the response (with what its request ``sent``) and act on it; True when the
-        activation is over."""
-        calls = [  # what a provider sends may hold lone surrogates ("\ud800" in its JSON)
-            {
-                "id": valid_text(c.id),
-                "name": valid_text(c.name),
-                "arguments": valid_text(c.arguments),
-            }
-            for c in response.tool_calls
-        ]
-        payload: dict[str, Any] = {"activation": self.activation, "tool_calls": calls}
-        payload["request"] = sent
-        if response.cut:  # the output limit or the window stopped it: text or calls partial
-            payload["cut"] = cut_kind(response)
-        if response.stop:  # the provider stopped it (a refusal, a content filter)
-            payload["stop"] = response.stop
-        if response.usage is not None:
-            payload["usage"] = {
-                "input": response.usage.input_tokens,
-                "output": response.usage.output_tokens,
-                "cached": response.usage.cached_input_tokens,
-            }
-        start = len(self.result.events)
+    async def _record(self, response: ModelResponse, sent: dict[str, object]) -> None:
+        """Record the response as a ``model_reply`` event, with what its request ``sent``."""
         reply = await self.tc.in_thread(
             self.e.ctx.record,
             ev.MODEL_REPLY,
             None if response.text is None else valid_text(response.text),
-            payload=payload,
+            payload=reply_payload(self.activation, response, sent),
             session=self.session,
         )
         self.result.events.append(reply.ref)
+
+    async def _handle(self, response: ModelResponse) -> bool:
+        """Act on the response just recorded; True when the activation is over."""
+        reply, start = self.result.events[-1], len(self.result.events)
         note = stop_note(response)
         if not response.tool_calls:
             if response.text is None or not response.text.strip():
@@ -571,11 +557,11 @@ class _Run:
                 await self.end.finish("failed", said)
                 return True
             self.result.reply = valid_text(response.text)
-            await self._observe_reply(reply.ref)
+            await self._observe_reply(reply)
             await self.end.finish("delivered", note)
             return True
         await self.calls.run_reply(response.tool_calls, note, self.maintenance)
-        self.previous = {ref_seq(ref) for ref in self.result.events[start + 1 :]}
+        self.previous = {ref_seq(ref) for ref in self.result.events[start:]}
         self.produced |= self.previous
         return False
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from morphz import events as ev
 from morphz.errors import InputError
+from morphz.runtime.replies import whole
 from morphz.store.base import ActivationRow
 
 if TYPE_CHECKING:
@@ -57,8 +58,8 @@ class RequestStats:
             self.add_refused(sent)
             self.add_sent(sent)
         usage = payload.get("usage")
-        if isinstance(usage, dict):
-            self.add_usage(int(usage.get("input", 0)), int(usage.get("cached", 0)))
+        if isinstance(usage, dict):  # a figure recorded null (no whole number) adds nothing
+            self.add_usage(whole(usage.get("input", 0)), whole(usage.get("cached", 0)))
 
     def add_sent(self, sent: dict[str, Any]) -> None:
         """Count one request, with what the engine recorded of it: its meter figures (``bytes``,
