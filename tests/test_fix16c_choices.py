@@ -16,6 +16,7 @@ from agents import make_engine as _engine
 from morphz import events as ev
 from morphz.capacity import Budget
 from morphz.errors import InputError
+from morphz.interfaces.render import activity_line
 from morphz.runtime.models.base import (
     ContextTooLongError,
     ModelRequest,
@@ -212,3 +213,16 @@ def test_a_usage_figure_that_is_no_whole_number_is_recorded_unknown(
     assert engine.calibration.samples == 0
     (stats,) = request_stats(ctx, pick_activations(ctx, result.activation))
     assert (stats.input_tokens, stats.cached_tokens) == (None, 7)
+
+
+@pytest.mark.parametrize("text", [None, "", " \n "])
+def test_a_reply_of_calls_alone_shows_the_calls_alone(
+    ctx: morphz.Context, workspace: Path, text: str | None
+) -> None:
+    """No text (or only blanks) beside the calls: the activity line names the calls only."""
+    replies = [ModelResponse(text, (ToolCall("c1", "list_files", "{}"),)), ModelResponse("Done.")]
+    model = FunctionModel(lambda request: replies.pop(0), "openai:m")
+    result = asyncio.run(_engine(ctx, model, workspace, exact_tokens=False).run("look"))
+    assert result.state == "delivered", result.reason
+    first = next(e for e in ctx.events() if e.kind == ev.MODEL_REPLY)
+    assert activity_line(first) == f"{first.ref} calls list_files({{}})"
