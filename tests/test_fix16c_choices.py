@@ -24,7 +24,7 @@ from morphz.runtime.models.base import (
     ToolCall,
     Usage,
 )
-from morphz.runtime.models.scripted import FunctionModel
+from morphz.runtime.models.scripted import FunctionModel, ScriptedModel
 from morphz.runtime.report import RequestStats, pick_activations, request_stats
 
 _OBSERVATION = re.compile(r"^ \(observation @e(\d+) ", re.M)
@@ -226,3 +226,13 @@ def test_a_reply_of_calls_alone_shows_the_calls_alone(
     assert result.state == "delivered", result.reason
     first = next(e for e in ctx.events() if e.kind == ev.MODEL_REPLY)
     assert activity_line(first) == f"{first.ref} calls list_files({{}})"
+
+
+def test_a_scripts_unknown_key_is_named_with_the_keys_allowed() -> None:
+    """The error names the key and the keys a step (or a call) may have; a step may hold a
+    reply and tool calls together."""
+    with pytest.raises(InputError, match=r"unknown key 'tool_call'.*'reply', 'tool_calls'"):
+        ScriptedModel([{"reply": "done"}, {"reply": "x", "tool_call": []}])
+    with pytest.raises(InputError, match=r"step 0: a tool call has an unknown key 'args'"):
+        ScriptedModel([{"tool_calls": [{"name": "exec", "args": {}}]}])
+    ScriptedModel([{"reply": "looking", "tool_calls": [{"name": "list_files", "arguments": {}}]}])
