@@ -6,7 +6,7 @@ one runtime event written in one database transaction (``Context._runtime_event`
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -76,11 +76,15 @@ def finish(
     state: str,
     reason: str | None,
     before: Callable[[WriteTxn, ActivationRow], None] | None = None,
+    *,
+    unanswered: Mapping[str, object] | None = None,
 ) -> None:
     """Mark an activation delivered, failed or interrupted (see Context.finish_activation);
-    ``before`` writes what goes before the end, in the same transaction, under the lock."""
+    ``before`` writes what goes before the end, in the same transaction, under the lock;
+    ``unanswered`` goes into the end's payload when given."""
     if state not in ("delivered", "failed", "interrupted"):
         raise InputError("an activation finishes as delivered, failed or interrupted")
+    unanswered = appending.check_meta(unanswered, "unanswered")
     appending.check_reason(reason)
     check_activation_id(activation_id)
     with ctx.db.store.read(ctx.id) as r:
@@ -95,7 +99,9 @@ def finish(
         act = running(w, ctx.id, activation_id)
         w.put_activation(replace(act, state=state, finished_seq=seq))
 
-    payload = {"activation": activation_id, "state": state, "reason": reason}
+    payload: dict[str, Any] = {"activation": activation_id, "state": state, "reason": reason}
+    if unanswered is not None:
+        payload["unanswered"] = unanswered
     ctx._runtime_event(ev.ACTIVATION_FINISHED, None, payload, session, on_write=put, before=check)
     owners.untrack(activation_id)
 

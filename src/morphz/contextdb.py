@@ -507,11 +507,17 @@ class Context:
         return root[0], activation_id
 
     def finish_activation(
-        self, activation_id: str, state: str = "delivered", reason: str | None = None
+        self,
+        activation_id: str,
+        state: str = "delivered",
+        reason: str | None = None,
+        *,
+        unanswered: Mapping[str, object] | None = None,
     ) -> None:
-        """Mark an activation delivered, failed or interrupted (``reason`` is recorded).
-        Raises InputError when it is not running; of two concurrent calls, one finishes it."""
-        activating.finish(self, activation_id, state, reason)
+        """Mark an activation delivered, failed or interrupted, recording ``reason`` and
+        ``unanswered`` (requests no reply followed: those refused as too long). Raises
+        InputError when it is not running; of two concurrent calls, one finishes it."""
+        activating.finish(self, activation_id, state, reason, unanswered=unanswered)
 
     def interrupt_orphaned(
         self,

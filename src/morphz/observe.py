@@ -48,17 +48,18 @@ class Checked:
     meta: dict[str, Any] | None
 
 
-def check_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def check_meta(meta: Mapping[str, Any] | None, what: str = "meta") -> dict[str, Any] | None:
+    """``meta`` (``what``) as the store writes and reads it back, or an InputError."""
     if meta is None:
         return None
     if not isinstance(meta, Mapping):
-        raise InputError("meta must be a JSON object (a mapping)")
+        raise InputError(f"{what} must be a JSON object (a mapping)")
     try:  # as the store writes it: keys sorted, strict JSON (no NaN or Infinity)
         text = json.dumps(meta, ensure_ascii=False, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        what = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise InputError(f"meta must be a JSON object (strict JSON, string keys): {what}") from exc
-    check_text(text, "meta")
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InputError(f"{what} must be a JSON object (strict JSON, string keys): {why}") from exc
+    check_text(text, what)
     stored: dict[str, Any] = json.loads(text)  # what reading the event back gives
     return stored
 

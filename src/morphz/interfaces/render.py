@@ -285,7 +285,8 @@ def event_line(e: Event) -> str:
 
 def activity_line(e: Event) -> str:
     """What a person following an agent run wants to see of one event: the tool calls a model
-    reply asks for, whether a transaction committed (and which versions) or why it was refused,
+    reply asks for (after a preview of the text the model wrote beside them, if any: often an
+    answer), whether a transaction committed (and which versions) or why it was refused,
     approvals, and a preview of anything else."""
     payload = e.payload or {}
     meta = e.meta or {}
@@ -294,7 +295,8 @@ def activity_line(e: Event) -> str:
             f"{_flat(c.get('name'))}({_preview(str(c.get('arguments', '')), 70)})"
             for c in payload["tool_calls"]
         )
-        return f"{e.ref} calls {calls}"
+        said = f'says "{_preview(e.text, 100)}" and ' if e.text and e.text.strip() else ""
+        return f"{e.ref} {said}calls {calls}"
     if e.kind == "tx_receipt":
         return f"{e.ref} context_tx {_receipt_summary(e.text)}"
     if e.kind == "tool_result":

@@ -5,9 +5,9 @@ minimum holds (the current request and its dependencies)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from morphz.capacity import Batch, Item, select_batch
+from morphz.capacity import Batch, Item
 from morphz.encoding.compile import Encoding
 from morphz.runtime.costs import directory_allowance, observation_costs
 
@@ -15,25 +15,41 @@ Encode = Callable[[frozenset[int]], Awaitable[Encoding]]  # a maintenance compil
 
 
 def choose(
-    full: Encoding, must: frozenset[int], minimum: Encoding, hard: int, factor: float
+    full: Encoding,
+    must: frozenset[int],
+    minimum: Encoding,
+    hard: int,
+    factor: float,
+    *,
+    first: Sequence[int] = (),
 ) -> list[Item]:
-    """With room left beside ``minimum``, the oldest optional observations of ``full``, each
-    allowing for its directory ref (oldest first); none when even that allowance does not fit."""
+    """With room left beside ``minimum``, the optional observations of ``full`` that fit, each
+    allowing for its directory ref: those of ``first`` in its order, then the oldest (a later,
+    smaller one may still fit after a larger one did not); none when even that allowance does
+    not fit. Deterministic."""
     costs = observation_costs(full, factor)
     rest = [o for o in full.state.observations if o.seq not in must]
-    optional = [Item(o.seq, costs[o.seq]) for o in rest]
-    fixed = minimum.tokens + directory_allowance(rest, factor)
-    batch = select_batch(optional, fixed, hard, set())
-    shown = set(batch.seqs) if batch.fits else set()
-    return [i for i in optional if i.seq in shown]
+    ahead = [seq for seq in first if seq in costs and seq not in must]
+    offered = set(ahead)
+    order = ahead + [o.seq for o in rest if o.seq not in offered]
+    room = hard - minimum.tokens - directory_allowance(rest, factor)
+    chosen: list[Item] = []
+    for seq in order:
+        if room < 0:
+            break
+        if costs[seq] <= room:
+            chosen.append(Item(seq, costs[seq]))
+            room -= costs[seq]
+    return chosen
 
 
 async def fit(
     encode: Encode, minimum: Encoding, must: frozenset[int], chosen: list[Item], hard: int
 ) -> Encoding:
-    """Compile the minimum plus ``chosen`` (oldest first). While the result is over ``hard``,
-    scale the estimates by what they really cost in it and leave out the newest until the rest
-    fits the room (at least one each time; the minimum was measured to fit)."""
+    """Compile the minimum plus ``chosen`` (in the order they were offered). While the result is
+    over ``hard``, scale the estimates by what they really cost in it and leave out the last
+    offered until the rest fits the room (at least one each time; the minimum was measured to
+    fit)."""
     room = hard - minimum.tokens
     while chosen:
         encoding = await encode(must | {i.seq for i in chosen})
@@ -52,10 +68,16 @@ LIMIT_KEYS = frozenset({"configured", "window", "output_reserve"})  # Budget fie
 
 
 def floor_reason(
-    floor: Batch, minimum: Encoding, keys: Mapping[str, int], refusal: str | None = None
+    floor: Batch,
+    minimum: Encoding,
+    keys: Mapping[str, int],
+    refusal: str | None = None,
+    root: int | None = None,
 ) -> str:
     """What to say when even the minimum maintenance request (``floor``, compiled as
-    ``minimum``) does not fit: what takes the room, and only the remedies that can help.
+    ``minimum``: the current request, ``root``, and the protected observations) does not fit:
+    what takes the room, and only the remedies that can help (unprotecting only when some
+    observation beside the root is protected).
     ``refusal``: what the provider said when it refused a request as too long. When its ceiling,
     not the budget, is the limit the minimum is over, the model's window is too small for it and
     no budget can help; otherwise the budget is raised where it is set: the configuration's
@@ -84,11 +106,13 @@ def floor_reason(
             f"take about {fixed}{over}, so not even the current request fits: "
             f"{remedy}{mind_share(minimum, larger)}{refused}"
         )
-    return (
-        f"{said}: the current request, its dependencies and protected content do not fit"
-        f"{room}: {remedy}, or unprotect observations (`unprotect`) or retire some from another "
-        f"session first{mind_share(minimum, larger)}{refused}"
-    )
+    protected = sum(1 for o in minimum.state.observations if o.protected and o.seq != root)
+    what, other = "the current request does not fit", "send a shorter request"
+    if protected:
+        plural = "s" if protected > 1 else ""
+        what = f"the current request and {protected} protected observation{plural} do not fit"
+        other = "unprotect observations (`unprotect`) so a batch may leave them out"
+    return f"{said}: {what}{room}: {remedy}, or {other}{mind_share(minimum, larger)}{refused}"
 
 
 # what helps when the provider's window, not the budget, is what a request does not fit

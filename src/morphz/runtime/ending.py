@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from morphz.errors import InputError, StoreBusyError
+from morphz.runtime.refusals import Refusals
 
 if TYPE_CHECKING:
     from morphz.contextdb import Context
@@ -32,8 +34,10 @@ class Ending:
         result: ActivationResult,
         *,
         give_up: threading.Event,
+        refusals: Refusals | None = None,
     ) -> None:
         self.ctx, self.activation, self.result = ctx, activation, result
+        self.refusals = refusals or Refusals()  # those no reply followed are recorded at the end
         self.tc, self.calls = tc, calls
         # the run's (store/waiting.py GIVE_UP), set when the activation is cancelled again while
         # its interruption is being recorded (a second Ctrl-C), or cancelled as it started: its
@@ -89,11 +93,18 @@ class Ending:
 
     async def finish(self, state: str, reason: str | None) -> None:
         """Record the activation's end, then take it as ended: if the record fails, the state
-        stays running, so the caller's cleanup (``interrupted``) records it again."""
+        stays running, so the caller's cleanup (``interrupted``) records it again. Requests the
+        provider refused as too long that no reply followed are recorded with the end (the
+        payload's ``unanswered``), and the reason says so."""
         if self.result.state != "running":
             return
+        unanswered = self.refusals.unanswered()
+        reason = self.refusals.ended(reason)
+        finish = self.ctx.finish_activation
+        if unanswered is not None:
+            finish = partial(finish, unanswered=unanswered)
         try:
-            await asyncio.to_thread(self.ctx.finish_activation, self.activation, state, reason)
+            await asyncio.to_thread(finish, self.activation, state, reason)
         except InputError:
             # not running any more: its end is recorded already, by an earlier finish of ours
             # whose caller was cancelled as it wrote, or by another process that interrupted it.

@@ -16,10 +16,13 @@ the request, and its pressure figure counts the work tool set (in maintenance: t
 resuming work would meet). When what the whole request sends exceeds the hard limit, the model is
 shown a batch of the inbox (so a batch always leaves something out), measured on exactly what it
 sends: the root request, what the activation's steps produced (only the previous step's when all of
-it does not fit), protected observations, then the oldest that fit. When even that cannot fit, the
-activation fails with a recorded reason. The figure counts what the adapters send beside the
-encoding (their system preamble and message framing), and a request asks for no more output than
-its budget leaves in the model's window above the hard limit.
+it does not fit), protected observations, then the oldest that fit. When even the previous step's
+results do not all fit, the batch holds the root and the protected observations, then as many of
+those results as fit (first, in their order), then the oldest; only when the root and the
+protected observations alone cannot fit does the activation fail, with a recorded reason. The
+figure counts what the adapters send beside the encoding (their system preamble and message
+framing), and a request asks for no more output than its budget leaves in the model's window
+above the hard limit.
 
 With ``RuntimeConfig.delta`` (ContextDelta) each request of an activation is the previous one plus
 an increment (:mod:`morphz.runtime.requests`); every request carries its cache layout
@@ -62,7 +65,7 @@ from morphz.runtime.models.base import (
 )
 from morphz.runtime.models.sdk import PREAMBLE
 from morphz.runtime.refusals import Refusals
-from morphz.runtime.replies import cut_kind, stop_note
+from morphz.runtime.replies import cut_kind, reply_payload, stop_note, whole
 from morphz.runtime.requests import FRAMING, MESSAGE_TOKENS, Answered, RequestSequence
 from morphz.runtime.run_config import Approver, RuntimeConfig, check_run
 from morphz.runtime.tools.base import (
@@ -310,7 +313,15 @@ class _Run:
             floors[1],
         )
         self.calls = Calls(engine, self.tc, session, self.result.events)
-        self.end = Ending(engine.ctx, activation, self.tc, self.calls, self.result, give_up=give_up)
+        self.end = Ending(
+            engine.ctx,
+            activation,
+            self.tc,
+            self.calls,
+            self.result,
+            give_up=give_up,
+            refusals=self.refusals,
+        )
 
     # -- the loop
 
@@ -342,8 +353,9 @@ class _Run:
                 return
             self.requests.answered(request)
             sent = self.refusals.answered(sent)  # those refused before: they left no event
+            await self._record(response, sent)  # first: whatever its usage says, it is kept
             await self._calibrate(request, response)
-            if await self._handle(response, sent):
+            if await self._handle(response):
                 return
         await self.end.finish("failed", f"the step limit ({config.step_limit}) was reached")
 
@@ -454,32 +466,36 @@ class _Run:
     # -- a maintenance batch
 
     async def _batch(self, full: Encoding) -> Encoding | None:
-        """The maintenance request that shows the minimum (:meth:`_minimum`), then the oldest
-        observations that fit within the hard limit; None when even the minimum does not fit
-        (the reason is kept). ``full``: the whole maintenance encoding, over the hard limit (so
-        compiled at critical pressure, in maintenance)."""
+        """The maintenance request that shows the minimum (:meth:`_minimum`), then the optional
+        observations that fit within the hard limit (those it offers first, then the oldest);
+        None when even the minimum does not fit (the reason is kept). ``full``: the whole
+        maintenance encoding, over the hard limit (so compiled at critical pressure, in
+        maintenance)."""
         hard = self._limit(full)
         self.active_observations = len(full.state.observations)
         found = await self._minimum(full, hard)
         if found is None:
             return None
-        must, minimum = found
+        must, minimum, first = found
         factor = self.e.calibration.factor if self.e.calibration.samples else 1.0
-        chosen = batches.choose(full, must, minimum, hard, factor)
+        chosen = batches.choose(full, must, minimum, hard, factor, first=first)
         return await batches.fit(partial(self._encode, True), minimum, must, chosen, hard)
 
-    async def _minimum(self, full: Encoding, hard: int) -> tuple[frozenset[int], Encoding] | None:
-        """The observations every batch shows, and their request as compiled: the current
-        request (the activation's root) and its causal dependencies, which are everything this
-        activation's steps produced that is still active, and the protected ones. When those do
-        not fit ``hard``, what the previous step produced stands for the dependencies (so the
-        agent can still act; the others keep their state), and when even that does not fit:
-        None, with the reason kept."""
+    async def _minimum(
+        self, full: Encoding, hard: int
+    ) -> tuple[frozenset[int], Encoding, list[int]] | None:
+        """The observations every batch shows, their request as compiled, and the optional ones
+        offered first. The minimum holds the current request (the activation's root) and its
+        causal dependencies, which are everything this activation's steps produced that is
+        still active, and the protected ones. When those do not fit ``hard``, what the previous
+        step produced stands for the dependencies (so the agent can still act; the others keep
+        their state); when even that does not fit, the minimum is the root and the protected
+        ones, and the previous step's results are offered first, in their order, so the batch
+        shows as many as fit. None when even that does not fit, with the reason kept."""
         inbox = full.state.observations
         present = {o.seq for o in inbox}
         tried: list[frozenset[int]] = []
-        reason = ""
-        for produced in (self.produced, self.previous):
+        for produced in (self.produced, self.previous, set()):
             required = ({self.root} | produced) & present
             must = frozenset(o.seq for o in inbox if o.seq in required or o.protected)
             if must in tried:
@@ -488,10 +504,11 @@ class _Run:
             minimum = await self._encode(True, must)
             floor = select_batch([], minimum.tokens, hard, set())  # the minimum, as compiled
             if floor.fits:
-                return must, minimum
-            refusal = None if self.refusals.ceiling is None else self.refusals.said
-            reason = batches.floor_reason(floor, minimum, self.e.config.budget_keys, refusal)
-        self._pending_failure = reason
+                first = [o.seq for o in inbox if o.seq in self.previous and o.seq not in must]
+                return must, minimum, first
+        refusal = None if self.refusals.ceiling is None else self.refusals.said
+        keys = self.e.config.budget_keys
+        self._pending_failure = batches.floor_reason(floor, minimum, keys, refusal, self.root)
         return None
 
     async def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:
@@ -499,52 +516,37 @@ class _Run:
         engine (another process, a restart) starts calibrated: the sample is applied to the
         calibration as stored, in one write (other engines of the model learn too), and this
         engine then counts with the result. The texts' estimate is compared with the report
-        less the framing, which figures add uncalibrated."""
-        if response.usage is not None:
-            texts = [PREAMBLE, request.encoding, *(t.text for t in request.tools)]
-            estimated = sum(estimate_tokens(text) for text in texts)
-            turns = len(request.layout.turns) if request.layout is not None else 0
-            framing = FRAMING + MESSAGE_TOKENS * turns  # the seed's message is in FRAMING
-            reported = max(0, response.usage.input_tokens - framing)  # 0: nothing to learn
-            stored = await asyncio.to_thread(
-                self.e.ctx.calibrate, self.e.model.name, estimated, reported
-            )
-            self.e.calibration.follow(stored)
+        less the framing, which figures add uncalibrated. A report that is no whole number
+        (1500.0, None, text: an adapter of one's own) teaches nothing, as 0 does."""
+        reported = None if response.usage is None else whole(response.usage.input_tokens)
+        if reported is None:
+            return
+        texts = [PREAMBLE, request.encoding, *(t.text for t in request.tools)]
+        estimated = sum(estimate_tokens(text) for text in texts)
+        turns = len(request.layout.turns) if request.layout is not None else 0
+        framing = FRAMING + MESSAGE_TOKENS * turns  # the seed's message is in FRAMING
+        reported = max(0, reported - framing)  # 0: nothing to learn
+        stored = await asyncio.to_thread(
+            self.e.ctx.calibrate, self.e.model.name, estimated, reported
+        )
+        self.e.calibration.follow(stored)
 
     # -- one response
 
-    async def _handle(self, response: ModelResponse, sent: dict[str, object]) -> bool:
-        """Record the response (with what its request ``sent``) and act on it; True when the
-        activation is over."""
-        calls = [  # what a provider sends may hold lone surrogates ("\ud800" in its JSON)
-            {
-                "id": valid_text(c.id),
-                "name": valid_text(c.name),
-                "arguments": valid_text(c.arguments),
-            }
-            for c in response.tool_calls
-        ]
-        payload: dict[str, Any] = {"activation": self.activation, "tool_calls": calls}
-        payload["request"] = sent
-        if response.cut:  # the output limit or the window stopped it: text or calls partial
-            payload["cut"] = cut_kind(response)
-        if response.stop:  # the provider stopped it (a refusal, a content filter)
-            payload["stop"] = response.stop
-        if response.usage is not None:
-            payload["usage"] = {
-                "input": response.usage.input_tokens,
-                "output": response.usage.output_tokens,
-                "cached": response.usage.cached_input_tokens,
-            }
-        start = len(self.result.events)
+    async def _record(self, response: ModelResponse, sent: dict[str, object]) -> None:
+        """Record the response as a ``model_reply`` event, with what its request ``sent``."""
         reply = await self.tc.in_thread(
             self.e.ctx.record,
             ev.MODEL_REPLY,
             None if response.text is None else valid_text(response.text),
-            payload=payload,
+            payload=reply_payload(self.activation, response, sent),
             session=self.session,
         )
         self.result.events.append(reply.ref)
+
+    async def _handle(self, response: ModelResponse) -> bool:
+        """Act on the response just recorded; True when the activation is over."""
+        reply, start = self.result.events[-1], len(self.result.events)
         note = stop_note(response)
         if not response.tool_calls:
             if response.text is None or not response.text.strip():
@@ -555,11 +557,11 @@ class _Run:
                 await self.end.finish("failed", said)
                 return True
             self.result.reply = valid_text(response.text)
-            await self._observe_reply(reply.ref)
+            await self._observe_reply(reply)
             await self.end.finish("delivered", note)
             return True
         await self.calls.run_reply(response.tool_calls, note, self.maintenance)
-        self.previous = {ref_seq(ref) for ref in self.result.events[start + 1 :]}
+        self.previous = {ref_seq(ref) for ref in self.result.events[start:]}
         self.produced |= self.previous
         return False
 

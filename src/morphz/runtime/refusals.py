@@ -1,6 +1,7 @@
 """What an activation learns from a provider's too-long refusals (DESIGN §10): the ceiling its
 requests are then kept below, whatever the figures say, what the provider said, and the requests
-refused since the last answer, which left no event and are recorded with the reply that follows.
+refused since the last answer, which left no event and are recorded with the reply that follows,
+or with the activation's end when none follows.
 
 Each refusal lowers the ceiling to the share of the refused request's figure the provider said it
 would take (:func:`morphz.runtime.models.retry.refused_share`); without numbers in what it said,
@@ -36,13 +37,32 @@ class Refusals:
     def answered(self, sent: dict[str, object]) -> dict[str, object]:
         """``sent`` (what an answered request's reply records of it) with the requests refused
         before it, the ceiling and what the provider said; none are unanswered from now on."""
+        refused = self.unanswered()
+        self._unanswered = []
+        return sent if refused is None else {**sent, **refused}
+
+    def unanswered(self) -> dict[str, object] | None:
+        """The requests refused since the last answer (their number and figures), the ceiling
+        and what the provider said, as a reply records them, or the activation's end when no
+        reply follows; None when there are none."""
         if not self._unanswered:
-            return sent
-        refused, self._unanswered = self._unanswered, []
-        return {**sent, "refused": len(refused), "refused_sent": refused} | {
+            return None
+        refused = list(self._unanswered)
+        return {"refused": len(refused), "refused_sent": refused} | {
             "ceiling": self.ceiling,
             "said": self.said,
         }
+
+    def ended(self, reason: str | None) -> str | None:
+        """An activation's finishing ``reason`` with what ended it unanswered, if anything: how
+        many requests the provider refused as too long since the last answer, in its words
+        (nothing added when ``reason`` quotes them already: a minimum above the ceiling)."""
+        count = len(self._unanswered)
+        if not count or (reason is not None and self.said in reason):
+            return reason
+        plural = f"last {count} requests" if count > 1 else "last request"
+        said = f"the provider refused the {plural} as too long: {self.said}"
+        return said if reason is None else f"{reason}; {said}"
 
     def limit(self, hard: int) -> int:
         """The most tokens a request may have: the hard limit, or lower after a refusal."""

@@ -3,7 +3,8 @@ their bytes as a provider's cache sees them, the share of those bytes that began
 request the same engine sent (the prefix-reuse meter, :class:`~morphz.encoding.PrefixMeter`, which
 the engine records in each ``model_reply`` event), and the input and cached tokens the provider
 reported. A request the provider refused as too long counts as sent (its figures are recorded with
-the reply that follows it) and is also counted apart as refused. With ContextDelta, each request is
+the reply that follows it, or with the activation's end when none does) and is also counted apart
+as refused. With ContextDelta, each request is
 also counted as an increment or as a seed, with the reason it was one
 (:attr:`~morphz.encoding.DeltaEncoder.last`, or the engine's own: ``tool-set``,
 ``maintenance-batch``, ``too-long``). Reading an activation reads only the events between its start
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from morphz import events as ev
 from morphz.errors import InputError
+from morphz.runtime.replies import whole
 from morphz.store.base import ActivationRow
 
 if TYPE_CHECKING:
@@ -56,8 +58,8 @@ class RequestStats:
             self.add_refused(sent)
             self.add_sent(sent)
         usage = payload.get("usage")
-        if isinstance(usage, dict):
-            self.add_usage(int(usage.get("input", 0)), int(usage.get("cached", 0)))
+        if isinstance(usage, dict):  # a figure recorded null (no whole number) adds nothing
+            self.add_usage(whole(usage.get("input", 0)), whole(usage.get("cached", 0)))
 
     def add_sent(self, sent: dict[str, Any]) -> None:
         """Count one request, with what the engine recorded of it: its meter figures (``bytes``,
@@ -80,6 +82,12 @@ class RequestStats:
         elif isinstance(sent.get("refused"), int):
             self.requests += sent["refused"]
             self.refused += sent["refused"]
+
+    def add_unanswered(self, unanswered: object) -> None:
+        """Count the requests refused as too long that no reply followed, as the activation's
+        end records them (``unanswered``, absent from ends recorded before it was)."""
+        if isinstance(unanswered, dict):
+            self.add_refused(unanswered)
 
     def add_delta(self, kind: object, n: int = 1) -> None:
         """Count a ContextDelta request: ``"increment"``, or the reason it was a seed."""
@@ -136,15 +144,20 @@ def pick_activations(
 
 
 def request_stats(ctx: Context, activations: Sequence[ActivationRow]) -> list[RequestStats]:
-    """The requests of each of ``activations``, from their ``model_reply`` events."""
+    """The requests of each of ``activations``, from their ``model_reply`` events and their
+    ends (the refused requests no reply followed)."""
     out = []
     for act in activations:
         stats = RequestStats(act.activation_id, act.session_id, act.state)
         span = None if act.finished_seq is None else act.finished_seq - act.started_seq + 1
         for event in ctx.events(after=act.started_seq - 1, limit=span):
             payload = event.payload or {}
-            if event.kind == ev.MODEL_REPLY and payload.get("activation") == act.activation_id:
+            if payload.get("activation") != act.activation_id:
+                continue
+            if event.kind == ev.MODEL_REPLY:
                 stats.add_reply(payload)
+            elif event.kind == ev.ACTIVATION_FINISHED:
+                stats.add_unanswered(payload.get("unanswered"))
         out.append(stats)
     return out
 

@@ -79,11 +79,27 @@ def _ref(refs: list[str], index: int) -> str:
     return refs[index]
 
 
+STEP_KEYS = ("reply", "tool_calls")  # what a script's step may hold
+CALL_KEYS = ("name", "arguments")  # ... and one of its tool calls
+
+
+def _check_keys(index: int, found: dict[str, Any], known: tuple[str, ...], what: str) -> None:
+    """Refuse a key of ``found`` (a step or a call, ``what``) that is not ``known``: a misspelt
+    key would otherwise be ignored (a call never made, arguments never passed)."""
+    unknown = sorted(str(key) for key in found if key not in known)
+    if unknown:
+        raise InputError(
+            f"script step {index}: {what} has an unknown key {unknown[0]!r}: the keys it may "
+            f"have are {', '.join(repr(key) for key in known)}"
+        )
+
+
 def _check_call(index: int, call: Any) -> None:
     """A script's tool call, checked when the script is read (before anything is written)."""
     shape = '{"name": "context_tx", "arguments": {"tx": "..."}}'
     if not isinstance(call, dict):
         raise InputError(f"script step {index}: a tool call is an object {shape}, not {call!r}")
+    _check_keys(index, call, CALL_KEYS, "a tool call")
     if not isinstance(call.get("name"), str) or not call["name"]:
         raise InputError(f"script step {index}: a tool call needs a name (text): {shape}")
     if not isinstance(call.get("arguments", {}), dict | str):
@@ -109,8 +125,9 @@ class ScriptedModel:
 
     def __init__(self, steps: list[dict[str, Any]], name: str = "scripted") -> None:
         for index, step in enumerate(steps):
-            if not isinstance(step, dict) or not ({"reply", "tool_calls"} & set(step)):
+            if not isinstance(step, dict) or not (set(STEP_KEYS) & set(step)):
                 raise InputError(f"script step {index}: expected a reply or tool_calls")
+            _check_keys(index, step, STEP_KEYS, "the step")
             if not isinstance(step.get("reply", ""), str):
                 raise InputError(f"script step {index}: the reply must be text")
             if not isinstance(step.get("tool_calls", []), list):
