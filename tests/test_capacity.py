@@ -204,6 +204,16 @@ def test_batch_prefers_the_oldest_and_a_later_smaller_one_may_still_fit() -> Non
     assert batch.seqs == (1, 3, 5) and batch.tokens == 75 and batch.fits
 
 
+def test_batch_offers_first_what_it_is_told_then_the_oldest() -> None:
+    # the results of the step the agent must act on, when they cannot all be required
+    items = [Item(1, 40), Item(2, 30), Item(3, 50), Item(4, 60), Item(5, 20)]
+    batch = select_batch(items, fixed_tokens=0, limit=100, required=set(), first=(4, 5, 3, 9, 4))
+    # 4 fits (60); 5 fits (80); 3 does not (130); 9 is no item; then the oldest: 1 does not
+    # (120), 2 does not (110)
+    assert batch.seqs == (4, 5) and batch.tokens == 80
+    assert select_batch(items, 0, 100, set()).seqs == (1, 2, 5)  # without: the oldest first
+
+
 def test_batch_keeps_dependencies_even_when_they_are_the_largest() -> None:
     items = [Item(1, 10), Item(2, 10), Item(3, 900), Item(4, 10), Item(5, 50)]
     batch = select_batch(items, fixed_tokens=0, limit=975, required={3, 5})

@@ -236,14 +236,20 @@ class Batch:
 
 
 def select_batch(
-    items: Sequence[Item], fixed_tokens: int, limit: int, required: set[int] | frozenset[int]
+    items: Sequence[Item],
+    fixed_tokens: int,
+    limit: int,
+    required: set[int] | frozenset[int],
+    first: Sequence[int] = (),
 ) -> Batch:
     """Choose the observations of a maintenance request that fits ``limit`` tokens.
 
     ``fixed_tokens``: everything but the inbox (protocol, mind, kernel, tools, messages).
     ``required``: the current request and its causal dependencies. They and the protected
-    observations are always in; then the oldest unprotected ones, in sequence order, while they
-    fit (a later, smaller one may still fit after a larger one did not). Deterministic."""
+    observations are always in; then those of ``first`` that are among ``items``, in its order
+    (the results of the step the agent must act on, when they cannot all be required), then the
+    oldest unprotected ones, in sequence order, each while it fits (a later, smaller one may still
+    fit after a larger one did not). Deterministic."""
     must = [i for i in items if i.seq in required or i.protected]
     missing = set(required) - {i.seq for i in items}
     if missing:
@@ -261,7 +267,9 @@ def select_batch(
             "(`unprotect`) or retire some from another session first",
         )
     chosen = {i.seq for i in must}
-    for item in sorted(items, key=lambda i: i.seq):
+    by_seq = {i.seq: i for i in items}
+    ahead = [by_seq[seq] for seq in dict.fromkeys(first) if seq in by_seq]
+    for item in ahead + sorted(items, key=lambda i: i.seq):
         if item.seq in chosen:
             continue
         if used + item.tokens <= limit:

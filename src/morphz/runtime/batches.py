@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from morphz.capacity import Batch, Item
+from morphz.capacity import Batch, Item, select_batch
 from morphz.encoding.compile import Encoding
 from morphz.runtime.costs import directory_allowance, observation_costs
 
@@ -29,18 +29,15 @@ def choose(
     not fit. Deterministic."""
     costs = observation_costs(full, factor)
     rest = [o for o in full.state.observations if o.seq not in must]
-    ahead = [seq for seq in first if seq in costs and seq not in must]
-    offered = set(ahead)
-    order = ahead + [o.seq for o in rest if o.seq not in offered]
-    room = hard - minimum.tokens - directory_allowance(rest, factor)
-    chosen: list[Item] = []
-    for seq in order:
-        if room < 0:
-            break
-        if costs[seq] <= room:
-            chosen.append(Item(seq, costs[seq]))
-            room -= costs[seq]
-    return chosen
+    optional = [Item(o.seq, costs[o.seq]) for o in rest]
+    fixed = minimum.tokens + directory_allowance(rest, factor)
+    batch = select_batch(optional, fixed, hard, set(), first)
+    shown = set(batch.seqs) if batch.fits else set()
+    ahead = {seq: n for n, seq in enumerate(dict.fromkeys(first))}  # offered first, in order
+    late = len(ahead)
+    return sorted(
+        (i for i in optional if i.seq in shown), key=lambda i: (ahead.get(i.seq, late), i.seq)
+    )
 
 
 async def fit(
