@@ -37,6 +37,7 @@ from morphz.results import AuditReport, FrameView, Mind, ObservationView, Receip
 from morphz.store.base import ActivationRow, SessionRow, WriteTxn
 from morphz.stored_settings import calibration_name, read_setting
 from morphz.txlang import print_tx, read_tx
+from morphz.txlang.validate import check_new
 
 if TYPE_CHECKING:
     from morphz.database import Database
@@ -555,7 +556,7 @@ class Context:
             raise InputError("a context transaction is text: (context-tx (base-version N) OP...)")
         check_id(session, "session id")
         committing.check_measures(budget, budget_keys, calibration, request_floor)
-        tx = read_tx(text)
+        tx = check_new(read_tx(text))  # stored ones are replayed with read_tx alone
         canonical = print_tx(tx)  # the text itself when it is canonical already
         recorded = self.db.timestamp()
         with self.db.store.write(self.id) as w:

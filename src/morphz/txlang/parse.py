@@ -23,8 +23,8 @@ from morphz.txlang.sexpr import (
     Str,
     describe_char,
     invisible_char,
-    is_blank,
     line_col,
+    offset_of,
     quote,
     read,
     read_one,
@@ -245,20 +245,13 @@ def _header(ctx: _Ctx, items: tuple[SExpr, ...]) -> tuple[int, str | None, int, 
         else:
             if reason is not None:
                 raise ctx.error(node.pos, "reason is given twice")
-            if not isinstance(value, Str) or is_blank(value.value):
-                raise ctx.error(value.pos, _reason_message(value))
+            if not isinstance(value, Str) or not value.value.strip():
+                raise ctx.error(value.pos, 'reason must be a non-empty string: (reason "why")')
             reason = value.value
         i += 1
     if base is None:
         raise ctx.error(items[0].pos, "missing (base-version N): state the mind version you read")
     return base, reason, i, base_pos
-
-
-def _reason_message(value: SExpr) -> str:
-    message = 'reason must be a non-empty string: (reason "why")'
-    if isinstance(value, Str) and value.value.strip():
-        return f"{message}; this one holds only invisible characters"
-    return message
 
 
 _ONLY = (
@@ -362,10 +355,12 @@ def parse_tx(text: str) -> o.Tx:
 
 
 def _naming_invisible(text: str, exc: ParseError) -> ParseError:
-    """``exc``, or when the text holds an invisible character outside its strings (a
+    """``exc``, or when the node it points at holds an invisible character in its own atoms (a
     zero-width space pasted into ``create``, a byte-order mark before the form) the same error
     naming it: the message alone describes text that looks right."""
-    at = invisible_char(text)
+    if exc.line is None or exc.column is None:
+        return exc
+    at = invisible_char(text, offset_of(text, exc.line, exc.column))
     if at is None:
         return exc
     line, column = line_col(text, at)
@@ -456,7 +451,7 @@ def _parse_canonical(text: str) -> o.Tx | None:
     if head is None:
         return None
     base, reason = int(head.group(1)), head.group(2)
-    if base > _MAX_BASE_VERSION or (reason is not None and is_blank(reason)):
+    if base > _MAX_BASE_VERSION or (reason is not None and not reason.strip()):
         return None
     ops: list[o.Op] = []
     last = len(text) - 1

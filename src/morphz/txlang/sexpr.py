@@ -326,18 +326,38 @@ def is_blank(value: str) -> bool:
     return all(char.isspace() or is_invisible(char) for char in value)
 
 
-def invisible_char(text: str) -> int | None:
-    """The offset of the first invisible character (:func:`is_invisible`) outside string
-    literals and comments, where it sticks to the atom it touches (``create\u200b`` is no
-    ``create``); None when there is none."""
-    for match in _TOKEN.finditer(text):
+def invisible_char(text: str, start: int = 0) -> int | None:
+    """The offset of the first invisible character (:func:`is_invisible`) in the node that
+    starts at ``start`` (where a refusal points): in the atom there, or in the atoms a list
+    there holds itself (its head, its id, its keywords), never in its nested lists, strings or
+    comments. A zero-width space pasted into ``create`` sticks to it and is named; a zero-width
+    joiner inside an emoji or a Persian word in a body is data, valid where it stands, and is
+    not. None when there is none."""
+    depth = 0
+    for match in _TOKEN.finditer(text, start):
         token = match.group()
-        if token[0] in '()";' or token.isprintable():
-            continue
-        for index, char in enumerate(token):
-            if is_invisible(char):
-                return match.start() + index
+        if token == "(":
+            depth += 1
+        elif token == ")":
+            depth -= 1
+        elif depth <= 1 and token[0] not in '";' and not token.isprintable():
+            for index, char in enumerate(token):
+                if is_invisible(char):
+                    return match.start() + index
+        if depth <= 0:  # the node ended (an atom is over at once)
+            return None
     return None
+
+
+def offset_of(text: str, line: int, column: int) -> int:
+    """The character offset of 1-based ``line`` and ``column`` in ``text`` (line_col's
+    inverse)."""
+    begin = 0
+    for _ in range(line - 1):
+        begin = text.find("\n", begin) + 1
+        if begin == 0:
+            return len(text)
+    return min(len(text), begin + column - 1)
 
 
 def describe_char(char: str) -> str:

@@ -6,7 +6,8 @@ line and column of the offending node.
   checkpoint or retires a session;
 - no target, source, checkpoint or session is listed twice in one operation;
 - a frame cannot cite itself, be related to itself, or be placed relative to itself;
-- an operation nested inside a body is refused (operations go at the top level).
+- an operation nested inside a body is refused (operations go at the top level);
+- new commits only (:func:`check_new`): a reason shows something.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections import Counter
 from morphz.errors import ValidationError
 from morphz.txlang import ops as o
 from morphz.txlang.parse import parse_tx
-from morphz.txlang.sexpr import MAX_DEPTH, SList, line_col, nesting, walk
+from morphz.txlang.sexpr import MAX_DEPTH, SList, is_blank, line_col, nesting, walk
 
 
 def _fail(tx: o.Tx, index: int, pos: int, message: str) -> ValidationError:
@@ -118,6 +119,25 @@ def check_tx(tx: o.Tx) -> o.Tx:
         problem = _problem(op)
         if problem is not None:
             raise _fail(tx, index, *problem)
+    return tx
+
+
+_REASON = re.compile(r"\(reason\s")
+
+
+def check_new(tx: o.Tx) -> o.Tx:
+    """Return ``tx`` when it keeps the rules for transactions committed from now on, which the
+    ones earlier builds stored need not keep (the audit replays those with :func:`read_tx`):
+    a reason shows something, not only invisible characters (a zero-width space, a NUL)."""
+    if tx.reason is not None and is_blank(tx.reason):
+        found = _REASON.search(tx.source) if tx.source else None
+        line, column = line_col(tx.source, found.start()) if found else (None, None)
+        raise ValidationError(
+            'reason must be a non-empty string: (reason "why"); this one holds only invisible '
+            "characters",
+            line=line,
+            column=column,
+        )
     return tx
 
 

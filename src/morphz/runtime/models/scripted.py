@@ -125,9 +125,10 @@ class ScriptedModel:
 
     def __init__(self, steps: list[dict[str, Any]], name: str = "scripted") -> None:
         for index, step in enumerate(steps):
+            if isinstance(step, dict):  # a misspelt key first: it says what was meant
+                _check_keys(index, step, STEP_KEYS, "the step")
             if not isinstance(step, dict) or not (set(STEP_KEYS) & set(step)):
                 raise InputError(f"script step {index}: expected a reply or tool_calls")
-            _check_keys(index, step, STEP_KEYS, "the step")
             if not isinstance(step.get("reply", ""), str):
                 raise InputError(f"script step {index}: the reply must be text")
             if not isinstance(step.get("tool_calls", []), list):
