@@ -125,7 +125,9 @@ def test_invisible_characters_in_strings_and_comments_are_not_named() -> None:
 
 
 @pytest.mark.parametrize("canonical", [True, False], ids=["fast-path", "general-path"])
-@pytest.mark.parametrize("reason", ["\u200b", "\x00", " \u200b\ufeff "])
+@pytest.mark.parametrize(
+    "reason", ["\u200b", "\x00", " \u200b\ufeff ", "\ufe0f", "\u3164", "\u2800 \u115f"]
+)
 def test_a_reason_of_only_invisible_characters_is_refused_like_an_empty_one(
     reason: str, canonical: bool, tmp_path: Path
 ) -> None:

@@ -319,11 +319,20 @@ def is_invisible(char: str) -> bool:
     return unicodedata.category(char) in _INVISIBLE and not char.isspace()
 
 
+# printable characters that show nothing either: the combining grapheme joiner, the Hangul
+# fillers, the braille blank, variation selectors (they only choose how the previous character
+# is drawn)
+_SHOW_NOTHING = frozenset("\u034f\u115f\u1160\u3164\uffa0\u2800") | frozenset(
+    map(chr, [*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)])
+)
+
+
 def is_blank(value: str) -> bool:
-    """Whether ``value`` shows nothing: only whitespace and invisible characters (or none)."""
-    if value.isprintable():  # no control or format character, no whitespace but the space
+    """Whether ``value`` shows nothing: only whitespace, invisible characters and characters
+    that draw nothing (:data:`_SHOW_NOTHING`), or none at all."""
+    if value.isprintable() and _SHOW_NOTHING.isdisjoint(value):  # the usual case, at C speed
         return not value.strip()
-    return all(char.isspace() or is_invisible(char) for char in value)
+    return all(c.isspace() or is_invisible(c) or c in _SHOW_NOTHING for c in value)
 
 
 def invisible_char(text: str, start: int = 0) -> int | None:
