@@ -138,7 +138,7 @@ def _refused_once(sent: list[ModelRequest]) -> FunctionModel:
         sent.append(request)
         if len(sent) == 1:
             raise ContextTooLongError(
-                "maximum context length is 3000 tokens, however you requested 4000 tokens"
+                "maximum context length is 3600 tokens, however you requested 4000 tokens"
             )
         return ModelResponse("ok", ())
 
@@ -178,7 +178,7 @@ def test_a_refused_request_is_counted_as_sent_with_its_bytes_and_apart_as_refuse
     def model(request: ModelRequest) -> ModelResponse:
         sent.append(request)
         if len(sent) == 2:  # the second activation's first request
-            raise ContextTooLongError("maximum context length is 3000 tokens, you requested 4000")
+            raise ContextTooLongError("maximum context length is 3600 tokens, you requested 4000")
         return ModelResponse("ok", ())
 
     engine = make_engine(ctx, FunctionModel(model), workspace, delta=True)

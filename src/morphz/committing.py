@@ -240,7 +240,8 @@ def _check_room(w: WriteTxn, tx: Tx, changes: Changes, limits: Limits) -> None:
             f"tool schemas), over the critical level of {budget.critical}: maintenance could not "
             "bring the context back under it, since only observations are left out of a "
             "request. Make the frames smaller instead: derive a short summary and supersede "
-            "what it replaces ((relate NEW supersedes OLD) and (retire OLD) retire OLD at once), "
+            "what it replaces ((derive NEW (from OLD) ...), (relate NEW supersedes OLD) and "
+            "(retire OLD) in one transaction retire OLD at once), "
             "revise frames shorter, or retire frames and wait for the window to end; or raise "
             "the budget",
             details={"tokens": needed, "critical": budget.critical},

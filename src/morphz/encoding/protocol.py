@@ -22,14 +22,16 @@ immutable, each with a ref like @e42, the clock tick it arrived at (its age is t
 clock minus that tick) and any meta kept with it (a tool result's tool, call id and whether it
 is an error); a long one shows its head and tail with a marker naming its ref and size: read
 the rest with recall.
-observation-state: the inbox items that are protected or cited by frames (how many, retired
-ones included); an item not listed is neither, but a running activation's root is protected.
+observation-state: the inbox items that are protected or cited by frames (cited-by: how many
+frames, retiring and retired ones included); an item not listed is neither, but a running
+activation's root is protected.
 mind: your cognitive frames in the order you placed them (a frame is active unless it shows a
-lifecycle), their relations and checkpoints.
-session-directory: the sessions sharing this context, how much of each is shown, and what was
-left out (naming the latest retired sessions, which restore-session brings back). kernel:
-runtime facts: context, session, activation, mind version, cognitive clock, organizing window
-(ticks), objectives, running activations, scheduling, authority, context pressure.
+lifecycle), their relations (the other end may be out of view) and checkpoints.
+session-directory: the sessions sharing this context, how much of each is shown (full: its
+latest inbox refs and running work; metadata: its activity only), and what was left out
+(naming the latest retired sessions, which restore-session brings back). kernel: runtime facts:
+context, session, activation, mind version, cognitive clock, organizing window (ticks),
+objectives, running activations, scheduling, authority, context pressure.
 evaluation-environment: model, local time, bindings (such as the workspace folder your file
 and exec tools work in). evaluate: where your turn starts.")
  (ids "Frame, checkpoint and session ids are 1-256 characters of letters, digits and _ - . : /
@@ -46,7 +48,8 @@ backslash-quote and a backslash as two backslashes); a semicolon starts a commen
 nest an operation inside a body: a list in a body must not start with an operation name or from;
 to keep such a word as data, quote it, (fact (\\"place\\" paris)), or use another word, (fact
 (location paris)). A target, source, checkpoint or session listed twice in one operation is an
-error, and a body nests at most 196 lists deep.")
+error, and a body nests at most 196 lists deep. Asking for a state a target is in already is an
+error (retiring a retiring frame keeps its window).")
   (operations
    (create "(create ID BODY...)" "a new active frame; the id must not belong to any frame,
 retired ones included (a frame a rollback removed no longer exists)")
@@ -54,7 +57,7 @@ retired ones included (a frame a rollback removed no longer exists)")
 @e observations")
    (revise "(revise ID [(from SRC...)] BODY...)" "replaces the whole body (restate what must
 survive); revision +1; cancels a pending retirement, and a retired frame becomes active again;
-(from ...) replaces the sources")
+(from ...) replaces the sources (it cannot be empty; without it they stay)")
    (retire "(retire TARGET...)" "an observation leaves the inbox at once; a frame enters the
 organizing window: it stays visible, marked retiring with its remaining ticks, and retires when
 the cognitive clock has advanced by the window")
@@ -71,8 +74,9 @@ relating an existing edge is an error")
    (place "(place ID first|last|(before ID2)|(after ID2))" "moves a frame in the mind order")
    (checkpoint "(checkpoint NAME)" "snapshots frames, relations, order, lifecycle, protection
 (not observations); a name in use is refused: drop it first")
-   (rollback "(rollback NAME)" "the mind returns to the snapshot; history keeps everything;
-needs the exact current base-version")
+   (rollback "(rollback NAME)" "the mind returns to the snapshot, except that a frame retiring
+there whose window has ended since comes back retired (restore it if you need it); history
+keeps everything; needs the exact current base-version")
    (drop-checkpoint "(drop-checkpoint NAME...)" "removes checkpoints")
    (retire-session "(retire-session SID...)" "the session leaves the working set; not your
 current session, not one with running work; exact base-version; its observations stay in the
@@ -81,14 +85,16 @@ inbox (retire them to free room)")
 base-version")))
  (lifecycle "Retiring is not deleting and not a claim that something is false: retired
 content stays in history and recall, and restore brings it back. The cognitive clock ticks once
-per batch of arrivals holding a user message, an external event or a real tool result (the
-tool results of one step arrive as one batch), not for recall results, receipts or time
-passing. Supersede fast path: when one transaction retires OLD and declares (relate NEW
-supersedes OLD), and NEW cites OLD (derived from it now, or citing it already), OLD retires at
-once. The root request of a running
+per batch of arrivals holding a user message, an external event or the result of a tool that
+ran, errors included (the tool results of one step arrive as one batch), not for a call refused
+before its tool ran, recall results, receipts or time passing. Supersede fast path: when one
+transaction retires OLD and declares (relate NEW supersedes OLD), and NEW cites OLD (derived
+from it now, or citing it already), OLD retires at once; an edge declared before does not
+count (unrelate and relate it again in that transaction). The root request of a running
 activation cannot be retired until its reply is delivered. Protected content must be unprotected
 before it can be retired.")
- (concurrency "Other activations may commit to this mind. If your base-version is behind,
+ (concurrency "Other activations may commit to this mind, and the runtime does when an
+organizing window ends (retiring frames retire). If your base-version is behind,
 your transaction is rebased when nothing it reads or writes changed since (frame content, a
 lifecycle target, an exact edge, the order, a checkpoint); otherwise it is refused with the
 changed boundaries named: re-read them, merge, and submit again on the current version.
@@ -112,9 +118,10 @@ and the budget. Keep room: derive conclusions from processed observations and re
 revise frames instead of adding near-copies; retire frames you no longer need in view. A
 transaction that grows the frames in view is refused with budget when they alone would put the
 smallest maintenance request past critical (maintenance leaves out observations, never frames):
-supersede, shorten or retire frames instead. At critical pressure you are in maintenance: only
-context_tx and recall are offered until your commits bring pressure below warning (critical if
-even an empty context is at warning). A provider's refusal of a request as too long also starts
+supersede, shorten or retire frames instead (a retire never is, though its marks add a few
+tokens). At critical pressure you are in maintenance: only context_tx and recall are offered
+until your commits bring pressure below warning (critical if even an empty context is at
+warning). A provider's refusal of a request as too long also starts
 it: the kernel's scheduling then states refused-above, the tokens each request must stay under;
 work resumes under both. A request too long even then is a batch: scheduling says how many
 inbox items it shows and leaves out; retire what you processed to see the rest.")

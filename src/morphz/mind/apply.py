@@ -400,13 +400,26 @@ def _relate(a: _Apply, op: o.Relate) -> None:
     a.need_frame(op.object)
     edge: Edge = (op.subject, op.relation, op.object)
     if a.view.has_edge(edge):
-        raise a.fail(
-            ValidationError, f"edge ({' '.join(edge)}) already exists: drop this operation"
-        )
+        raise a.fail(ValidationError, _existing_edge(a.tx, edge))
     a.changes.edges[edge] = True
     a.changes.written.add(edge_key(*edge))
     a.relations_of.pop(op.subject, None)
     _edge_effect(a, edge, "related", 1)
+
+
+def _existing_edge(tx: o.Tx, edge: Edge) -> str:
+    """The refusal of relating ``edge`` again; when the transaction also retires the object of a
+    supersedes edge, how to keep the supersede fast path (an edge that exists does not count)."""
+    exists = f"edge ({' '.join(edge)}) already exists"
+    subject, relation, old = edge
+    retires = any(isinstance(op, o.Retire) and old in op.targets for op in tx.ops)
+    if relation != "supersedes" or not retires:
+        return f"{exists}: drop this operation"
+    return (
+        f"{exists}, and an edge declared before does not retire {old} at once: put (unrelate "
+        f"{subject} supersedes {old}) before this operation to declare it again here, so {old} "
+        f"retires at once; without this relate, {old} waits out its organizing window"
+    )
 
 
 def _unrelate(a: _Apply, op: o.Unrelate) -> None:

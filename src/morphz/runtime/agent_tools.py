@@ -29,7 +29,8 @@ RECALL = ToolSchema(
     "recall",
     "Find what is no longer in view. op=search: words (query) and/or a time range (since "
     "inclusive, until exclusive, ISO 8601 with offset), limit 1-100, cursor to continue, "
-    "kinds and lifecycle (active, retiring, retired) to narrow it; "
+    "kinds (observations, frames, replies, transactions, or an event kind such as "
+    "tool_result) and lifecycle (active, retiring, retired) to narrow it; "
     "op=read: one event by ref (@e42) in pages (offset, limit characters); op=frame: traverse "
     "from frame_id through sources and relations (direction ancestors|descendants|both, depth "
     "1-4). The result arrives as a recall_result observation; a page is cut to show whole in "

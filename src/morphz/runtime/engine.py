@@ -506,10 +506,23 @@ class _Run:
             if floor.fits:
                 first = [o.seq for o in inbox if o.seq in self.previous and o.seq not in must]
                 return must, minimum, first
+        if self._try_smallest(minimum):
+            if must >= present:  # it leaves nothing out: the whole request, not a batch
+                minimum = await self._encode(True, as_sent=True)
+            return must, minimum, []
         refusal = None if self.refusals.ceiling is None else self.refusals.said
         keys = self.e.config.budget_keys
         self._pending_failure = batches.floor_reason(floor, minimum, keys, refusal, self.root)
         return None
+
+    def _try_smallest(self, minimum: Encoding) -> bool:
+        """Whether the smallest request, ``minimum``, is sent although the ceiling is below it:
+        once, when the provider's refusals stated no numbers (the ceiling, a quarter less, is a
+        guess) and it is smaller than every request refused and within the hard limit."""
+        if minimum.tokens > minimum.pressure.budget.hard:
+            return False
+        schemas = [t.schema.text for t in self.e.tools.offered(True)]
+        return self.refusals.try_smallest(self.e.sent_tokens(minimum.text, schemas))
 
     async def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:
         """Learn from the input tokens the provider reported, kept with the context so the next

@@ -6,7 +6,8 @@ or with the activation's end when none follows.
 Each refusal lowers the ceiling to the share of the refused request's figure the provider said it
 would take (:func:`morphz.runtime.models.retry.refused_share`); without numbers in what it said,
 a quarter less, or for piled-up ContextDelta increments just less (a fresh seed is smaller
-anyway)."""
+anyway). Such a ceiling is a guess: when even the smallest request is above it but below every
+request refused, that request is still tried once before the activation fails."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ class Refusals:
     def __init__(self) -> None:
         self.ceiling: int | None = None  # a request figure the provider refuses from
         self.said = ""  # what it said the last time
+        self.guessed = False  # the last refusal stated no numbers: its ceiling is a guess
+        self.smallest: int | None = None  # the smallest figure refused
         self._unanswered: list[dict[str, object]] = []  # refused since the last answer
 
     def learn(self, figure: int, said: str, piled: bool, measured: dict[str, object]) -> None:
@@ -29,6 +32,8 @@ class Refusals:
         too long with ``said``: keep later requests below the share of it the provider would
         take; ``piled``: it was an increment of a ContextDelta sequence."""
         share = refused_share(said, (figure - 1) / figure if piled else BACKOFF)
+        self.guessed = refused_share(said, -1.0) < 0  # nothing in its words to go by
+        self.smallest = figure if self.smallest is None else min(self.smallest, figure)
         ceiling = max(1, math.floor(figure * share))
         self.ceiling = ceiling if self.ceiling is None else min(self.ceiling, ceiling)
         self.said = said
@@ -63,6 +68,18 @@ class Refusals:
         plural = f"last {count} requests" if count > 1 else "last request"
         said = f"the provider refused the {plural} as too long: {self.said}"
         return said if reason is None else f"{reason}; {said}"
+
+    def try_smallest(self, figure: int) -> bool:
+        """Whether a request of ``figure``, above the ceiling, may still be tried: when the
+        ceiling is a guess (the last refusal stated no numbers) and ``figure`` is below every
+        request refused, the provider may take it; the ceiling then rises to it. Once per
+        figure: refused too, it becomes the smallest refused, and nothing smaller is left."""
+        if not self.guessed or self.smallest is None or figure >= self.smallest:
+            return False
+        if self.ceiling is not None and figure <= self.ceiling:
+            return False  # it fits already: nothing to try
+        self.ceiling = figure
+        return True
 
     def limit(self, hard: int) -> int:
         """The most tokens a request may have: the hard limit, or lower after a refusal."""
