@@ -234,7 +234,11 @@ def test_the_upgrade_fills_the_frame_times_and_the_walk_keeps_its_pin(tmp_path: 
 
 def _recall(ctx: morphz.Context, ws: Path, **args: Any) -> ToolOutcome | ToolError:
     recall = next(t for t in agent_tools() if t.name == "recall")
-    tc = ToolContext(ctx, "session-1", "activation-1", ws, ())
+    # the tool's result names its activation, which must be one of the session (fix 16f):
+    # one activation for all the calls of a test
+    running = [a.activation_id for a in ctx.activations(running_only=True)]
+    activation = running[0] if running else ctx.start_activation("session-1")
+    tc = ToolContext(ctx, "session-1", activation, ws, ())
     try:
         return asyncio.run(run_guarded(recall, args, tc))
     except ToolError as exc:

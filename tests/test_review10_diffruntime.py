@@ -103,7 +103,8 @@ def test_recall_takes_null_for_the_parameters_of_other_ops(ctx: morphz.Context, 
     Expected: a null parameter counts as not given, as everywhere else: the search runs."""
     recall = next(t for t in agent_tools() if t.name == "recall")
     ctx.observe("user_message", "the release code is in the runbook")
-    tc = ToolContext(ctx, "session-1", "activation-1", ws, ())
+    # the tool's result names its activation, which must be one of the session (fix 16f)
+    tc = ToolContext(ctx, "session-1", ctx.start_activation("session-1"), ws, ())
     args: dict[str, Any] = dict.fromkeys(recall.schema.parameters["properties"])
     args |= {"op": "search", "query": "runbook"}
     try:

@@ -10,12 +10,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from morphz import committing, owners
 from morphz import events as ev
 from morphz import observe as appending
-from morphz import owners
 from morphz.checks import check_text
 from morphz.errors import InputError
 from morphz.store.base import ActivationRow, ReadTxn, WriteTxn
+from morphz.txlang import print_tx
+from morphz.txlang.ops import RestoreSession, Tx
 
 if TYPE_CHECKING:
     from morphz.contextdb import Context
@@ -54,6 +56,7 @@ def start(ctx: Context, session: str, objective: str | None, rooted: Rooted) -> 
     root: list[tuple[int | None, str | None]] = []
 
     def before(w: WriteTxn) -> None:
+        restore_retired(w, session, ctx.db.timestamp)
         root.append(rooted(w))
 
     def put(w: WriteTxn, seq: int) -> None:
@@ -68,6 +71,25 @@ def start(ctx: Context, session: str, objective: str | None, rooted: Rooted) -> 
     ctx._runtime_event(ev.ACTIVATION_STARTED, None, payload, session, on_write=put, before=before)
     owners.track(activation_id)
     return activation_id
+
+
+RESTORED_REASON = "new work started in this retired session: it returns to the working set"
+
+
+def restore_retired(w: WriteTxn, session: str, now: Callable[[], str]) -> None:
+    """Restore ``session`` when it is retired, inside the write ``w``: new work there (a
+    request from ``morphz exec``/``chat``, an activation a caller starts) is the plainest sign
+    it is wanted again, and running work in a session every directory leaves out as retired is
+    the state ``retire-session`` refuses. Recorded as the transaction ``(restore-session S)``
+    committed in ``session`` at the current version (the audit replays it like any commit),
+    its time read from ``now`` only then (a store's clock is not read for nothing)."""
+    state = w.session(session)
+    if state is None or state.attention != "retired":
+        return
+    tx = Tx(w.row.version, RESTORED_REASON, (RestoreSession((session,)),))
+    committing.commit_in(
+        w, tx, print_tx(tx), session, now(), budget=None, budget_keys={}, calibration=None
+    )
 
 
 def finish(
@@ -106,6 +128,25 @@ def finish(
     owners.untrack(activation_id)
 
 
+def check_owns(r: ReadTxn, context_id: str, activation_id: str | None, session: str) -> None:
+    """InputError unless ``activation_id`` is None or an activation of ``session`` in this
+    context: the one whose work a batch of observations records (observe_batch's
+    ``activation``)."""
+    if activation_id is None:
+        return
+    act = r.activation(check_activation_id(activation_id))
+    if act is None:
+        raise InputError(
+            f"activation {activation_id} is not an activation of context '{context_id}': name "
+            "the one whose work these observations record (or none)"
+        )
+    if act.session_id != session:
+        raise InputError(
+            f"activation {activation_id} runs in session '{act.session_id}', not "
+            f"'{session}': record its work in its own session"
+        )
+
+
 def running(r: ReadTxn, context_id: str, activation_id: str) -> ActivationRow:
     act = r.activation(activation_id)
     if act is None or act.state != "running":
@@ -142,7 +183,8 @@ def interrupt(ctx: Context, activation_id: str, reason: str) -> bool:
     def answer(w: WriteTxn, act: ActivationRow) -> None:
         results = unanswered(w, act, reason)
         if results:
-            ctx._append(w, act.session_id, results, ctx.db.timestamp(), may_tick=False)
+            recorded, mine = ctx.db.timestamp(), act.activation_id
+            ctx._append(w, act.session_id, results, recorded, False, activation=mine)
 
     try:
         finish(ctx, activation_id, "interrupted", reason, before=answer)
@@ -156,10 +198,10 @@ def interrupt(ctx: Context, activation_id: str, reason: str) -> bool:
 
 
 def unanswered(r: ReadTxn, act: ActivationRow, reason: str) -> list[appending.Checked]:
-    """A result for each tool call of ``act``'s last model reply that no observation answers
-    (``meta.call``): the process died between the reply and the results, so the call may have
-    run, in whole or in part, or not at all. Without one the next activation would see the
-    request and nothing of the work already done (a deployment, a file written)."""
+    """A result for each tool call of ``act``'s last model reply that no observation of ``act``
+    answers (``meta.call``): the process died between the reply and the results, so the call
+    may have run, in whole or in part, or not at all. Without one the next activation would see
+    the request and nothing of the work already done (a deployment, a file written)."""
     reply: ev.Event | None = None
     answered: set[str] = set()
     recalled = 0  # a recall appends its own result (meta.recall, no call id): in call order
@@ -167,7 +209,7 @@ def unanswered(r: ReadTxn, act: ActivationRow, reason: str) -> list[appending.Ch
         payload = event.payload or {}
         if event.kind == ev.MODEL_REPLY and payload.get("activation") == act.activation_id:
             reply, answered, recalled = event, set(), 0
-        elif reply is not None and event.session_id == act.session_id and event.meta:
+        elif reply is not None and event.meta and _of(event, act):
             call = event.meta.get("call")
             if isinstance(call, str):
                 answered.add(call)
@@ -191,6 +233,16 @@ def unanswered(r: ReadTxn, act: ActivationRow, reason: str) -> list[appending.Ch
         meta = {"tool": name, "call": call_id, "error": True}
         results.append(appending.check(appending.Observation("tool_result", text, meta=meta)))
     return results
+
+
+def _of(event: ev.Event, act: ActivationRow) -> bool:
+    """Whether ``event`` may record ``act``'s work: its payload names ``act`` (call ids are
+    unique only within one reply, so another activation of the session may use the same); one
+    written before results named their activation, when it is of ``act``'s session."""
+    named = (event.payload or {}).get("activation")
+    if named is not None:
+        return bool(named == act.activation_id)
+    return event.session_id == act.session_id
 
 
 def check_activation_id(value: object) -> str:

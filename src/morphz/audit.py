@@ -84,6 +84,7 @@ def replay_event(state: MindState, event: ev.Event, out: _Report) -> None:
     if kind == ev.TX_COMMITTED:
         _replay_commit(state, event, out)
     elif kind in OBSERVATION_KINDS:
+        _check_worker(event, out)
         changes = Changes()
         ensure_session(state, changes, session)
         text = event.text or ""
@@ -196,6 +197,21 @@ def _note_activation(event: ev.Event, out: _Report) -> None:
         out.activations[activation] = (session, root_seq, ended, started, event.seq, goal)
     else:
         out.add(f"{event.ref}: activation {activation} finishes but never started")
+
+
+def _check_worker(event: ev.Event, out: _Report) -> None:
+    """An observation whose payload names the activation whose work it records (recovery
+    matches a killed activation's calls with their results by it) names one that started
+    before it in its session."""
+    named = (event.payload or {}).get("activation")
+    if named is None:
+        return
+    known = out.activations.get(named) if isinstance(named, str) else None
+    if known is None or known[0] != event.session_id:
+        out.add(
+            f"{event.ref}: its payload names activation {named!r:.60}, which did not start "
+            f"before it in session {event.session_id!r}"
+        )
 
 
 def _compare_activations(r: ReadTxn, out: _Report) -> None:

@@ -309,11 +309,14 @@ class Context:
         session: str = DEFAULT_SESSION,
         tick: bool = True,
         ticked: int | None = None,
+        activation: str | None = None,
     ) -> list[ev.Event]:
         """Append observations as one batch in one database transaction. The clock advances
         once if any of them ticks it (unless ``tick`` is False: a runtime's results of tool calls
         that never ran), and due retirements are finalized in that same transaction. ``ticked``:
-        the index of the item shown as the one that ticked (default: the first of a clock kind)."""
+        the index of the item shown as the one that ticked (default: the first of a clock kind).
+        ``activation``: the activation of ``session`` whose work they record (a runtime's tool
+        results), kept in each event's payload (recovery matches calls with results by it)."""
         if not isinstance(tick, bool):
             raise InputError(f"tick is True or False, not {tick!r}")
         batch = appending.check_all(items)
@@ -324,7 +327,10 @@ class Context:
         check_id(session, "session id")
         recorded = self.db.timestamp()
         with self.db.store.write(self.id) as w:
-            return self._append(w, session, batch, recorded, tick, ticked=ticked)
+            activating.check_owns(w, self.id, activation, session)
+            return self._append(
+                w, session, batch, recorded, tick, ticked=ticked, activation=activation
+            )
 
     def _append(
         self,
@@ -335,10 +341,13 @@ class Context:
         may_tick: bool = True,
         *,
         ticked: int | None = None,
+        activation: str | None = None,
     ) -> list[ev.Event]:
         """Append ``batch`` inside the open write ``w`` (ticking and finalizing as it does)."""
         tick = may_tick and advances_clock([item.kind for item in batch])
-        out = appending.append(w, session, batch, recorded, tick, ticked=ticked)
+        out = appending.append(
+            w, session, batch, recorded, tick, ticked=ticked, activation=activation
+        )
         if tick:
             self._finalize(w, session, recorded)
         w.touch_session(session, w.row.last_seq, recorded)

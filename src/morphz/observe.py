@@ -138,11 +138,14 @@ def append(
     *,
     ticked: int | None = None,
     marked: bool | None = None,
+    activation: str | None = None,
 ) -> list[ev.Event]:
     """Append ``batch`` in ``session``; ``tick`` advances the clock with the first one, so
     every observation of the batch shows the same arrival tick. ``marked`` (default: ``tick``)
     says whether the "(ticked)" marker goes on an item of this batch, ``ticked`` which one (an
-    import's chunks: the clock ticks with the first, the marker may sit in a later one)."""
+    import's chunks: the clock ticks with the first, the marker may sit in a later one).
+    ``activation``: the activation whose work the batch records (its tool results), named in
+    each event's payload (which the encoding does not show)."""
     row = w.row
     merged = Changes()
     view = Overlay(w, merged)
@@ -167,7 +170,9 @@ def append(
             clock += 1
             changes.clock = clock
         head = chain_head(head, changes)
-        payload = {"tick": True} if mark and index == marker else None
+        payload: dict[str, Any] | None = {"tick": True} if mark and index == marker else None
+        if activation is not None:
+            payload = {"activation": activation, **(payload or {})}
         out.append(
             ev.Event(
                 row.context_id,

@@ -354,6 +354,8 @@ def error(exc: MorphzError) -> str:
     text = f"error: {exc}" if isinstance(exc, TxError) else f"error ({exc.code}): {exc.message}"
     if isinstance(exc, TxError):
         for key, value in exc.details.items():
+            if isinstance(value, list) and not value:  # none changed (a stale retire-session)
+                continue
             shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
             text += f"\n  {key}: {shown}"
     return visible(text)  # a message may quote what was given: its controls are shown

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from morphz.checks import check_progress
 from morphz.errors import InputError
 from morphz.events import Event
+from morphz.observe import Observation
 from morphz.recall import maintain
 from morphz.recall.documents import time_us
 from morphz.recall.read import DEFAULT_READ_CHARS, ReadPage, read
@@ -104,10 +105,12 @@ class Recall:
         op: Literal["search", "read", "frame"],
         *,
         session: str = "default",
+        activation: str | None = None,
         **params: Any,
     ) -> tuple[SearchPage | ReadPage | TraversalPage, Event]:
         """The agent's recall: run ``op`` with ``params`` and append the result as a
-        ``recall_result`` observation in ``session``. Returns the result and the new event."""
+        ``recall_result`` observation in ``session`` (of ``activation``, when it is an agent's
+        call: see Context.observe_batch). Returns the result and the new event."""
         result: SearchPage | ReadPage | TraversalPage
         if op == "search":
             result = self._fitting(_bound(self.search, op, params), params, "limit", 10)
@@ -123,7 +126,8 @@ class Recall:
             for k, v in params.items()
         }
         meta = {"recall": {"op": op, "params": request}}
-        event = self.ctx.observe("recall_result", text, meta=meta, session=session)
+        observed = Observation("recall_result", text, meta=meta)
+        (event,) = self.ctx.observe_batch([observed], session=session, activation=activation)
         return result, event
 
     def _fitting(

@@ -104,7 +104,9 @@ async def _recall(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
         raise ToolError(f"recall op={op} does not take {sorted(unknown)}")
     params = _recall_params(op, {k: v for k, v in args.items() if k != "op" and v is not None})
     deliver: Any = tc.ctx.recall.deliver  # op is one of its three, checked above
-    _result, event = await tc.in_thread(deliver, op, session=tc.session, **params)
+    _result, event = await tc.in_thread(
+        deliver, op, session=tc.session, activation=tc.activation, **params
+    )
     return ToolOutcome(f"delivered as {event.ref} (recall_result)", delivered=event.ref)
 
 

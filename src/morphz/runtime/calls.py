@@ -108,7 +108,9 @@ class Calls:
             f"{tool.name}: {'approved' if decision else 'denied'}",
             meta={"request": asked.ref, "approved": decision, "tool": tool.name},
         )
-        result = await self.tc.in_thread(self.e.ctx.observe_batch, [answer], session=self.session)
+        result = await self.tc.in_thread(
+            self.e.ctx.observe_batch, [answer], session=self.session, activation=self.tc.activation
+        )
         self.events.extend([asked.ref, result[0].ref])
         return decision
 
@@ -130,7 +132,9 @@ class Calls:
         ran, self.ran = self.ran, []  # taken first: never recorded twice
         batch = result_batch(ran)
         if batch.observations:
-            observe = partial(self.e.ctx.observe_batch, session=self.session)
+            observe = partial(
+                self.e.ctx.observe_batch, session=self.session, activation=self.tc.activation
+            )
             tick = batch.ticked is not None
             job = self.tc.start_thread(
                 observe, list(batch.observations), tick=tick, ticked=batch.ticked

@@ -169,12 +169,7 @@ class SqliteStore:
                     "there first (`morphz context create --db PATH`)"
                 )
             return
-        conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            ours = "schema_migrations" in names and _morphz_migrations(conn, names)
-        finally:
-            conn.close()
+        names, ours = self._read_tables()
         if names and not ours:
             raise StoreError(
                 f"{self.path} is a SQLite database but not a Morphz store (its tables are not "
@@ -188,6 +183,23 @@ class SqliteStore:
                 "nothing was changed; check --db / MORPHZ_DB, or create a context there first "
                 "(`morphz context create --db PATH`)"
             )
+
+    def _read_tables(self) -> tuple[set[str], bool]:
+        """The file's tables, and whether they are a Morphz store's, read without writing.
+        A reader waits only for a process that holds the file exclusively (``locking_mode =
+        EXCLUSIVE``, or WAL recovery after a crash): up to ``busy_timeout``, then
+        StoreBusyError."""
+        uri = f"{self.path.resolve().as_uri()}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=min(self.busy_timeout, 86_400.0))
+        try:
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            return names, "schema_migrations" in names and _morphz_migrations(conn, names)
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise self._locked(exc) from exc
+            raise
+        finally:
+            conn.close()
 
     def _tables_after_writers(self) -> set[str]:
         """The file's tables once no process writes it: a creator holds its write lock from
