@@ -180,9 +180,11 @@ def test_bad_arguments(chain: morphz.Context) -> None:
     for budget in (0, 501, -3):
         with pytest.raises(InputError, match="budget"):
             chain.recall.frame("f3", budget=budget)
-    for missing in ("f9", "@e1", "not a frame id", ""):
+    for missing in ("f9", "@e999", "not a frame id", ""):
         with pytest.raises(RecordNotFoundError):
             chain.recall.frame(missing)
+    with pytest.raises(InputError, match="no ancestors"):  # an event is a root walked down
+        chain.recall.frame("@e1")
 
 
 def test_relation_cycles_end(ctx: morphz.Context) -> None:

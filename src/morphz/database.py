@@ -12,7 +12,7 @@ from urllib.request import url2pathname
 
 from morphz.checks import check_id, check_progress, check_window, utc_now
 from morphz.contextdb import DEFAULT_CONTEXT, Context
-from morphz.errors import ContextExistsError, InputError, StoreError
+from morphz.errors import ContextExistsError, DamagedStoreError, InputError, StoreError
 from morphz.mind import DEFAULT_WINDOW
 from morphz.store.base import Store
 from morphz.store.sqlite import SqliteStore
@@ -173,7 +173,11 @@ def open(
     (and its folder) unless ``create=False``. ``synchronous`` is NORMAL (a process crash loses
     nothing committed) or FULL (power loss neither). A store from an older release may need its
     recall indexes rebuilt as it opens (once, before it is returned): ``progress(context, done,
-    total)`` reports each rebuild's events. ``now`` is the store's clock (None: UTC now)."""
+    total)`` reports each rebuild's events. A context whose events cannot all be read (a
+    damaged store) keeps its index as it was, marked stale (searchable, with the documents it
+    had; ``recall_index.inspect()`` says it is not current): the store still opens, so that
+    the audit can report the damage, and the next open tries again. ``now`` is the store's
+    clock (None: UTC now)."""
     path = store_path(target)
     clock = _clock(now)
     check_progress(progress, "(context, done, total)")
@@ -182,8 +186,17 @@ def open(
     try:  # a recall index missing (a store from before recall) or made the old way: rebuild
         for context_id in store.stale_recall():  # it stays marked until its rebuild completes
             report = None if progress is None else functools.partial(progress, context_id)
-            db.context(context_id).recall_index.rebuild(progress=report)
+            _rebuild_unless_damaged(db.context(context_id), report)
     except BaseException:
         db.close()
         raise
     return db
+
+
+def _rebuild_unless_damaged(ctx: Context, progress: Callable[[int, int], None] | None) -> None:
+    """Rebuild ``ctx``'s stale recall index at open; leave it stale when an event cannot be
+    read. Refusing to open would leave no way to audit or export the store (review 14)."""
+    try:
+        ctx.recall_index.rebuild(progress=progress)
+    except DamagedStoreError:
+        return  # still marked stale (inspect says so); the audit reports the damage

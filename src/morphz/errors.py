@@ -24,6 +24,7 @@ map this tree to their own outputs in exactly one place each.
     │       └── ArgumentError        tool           arguments that break the tool's schema
     ├── RecordNotFoundError          not-found      an event ref or frame a read asked for
     ├── StoreError                   store          the database failed or cannot be opened
+    │   ├── DamagedStoreError        store          a stored row cannot be read (audit, restore)
     │   ├── StoreBusyError           busy           the database stayed locked past the timeout
     │   └── SchemaError              schema         the file is newer than this Morphz, or corrupt
     └── ProviderError                provider       a model provider refused or failed a request
@@ -166,6 +167,11 @@ class RecordNotFoundError(MorphzError):
 
 class StoreError(MorphzError):
     code = "store"
+
+
+class DamagedStoreError(StoreError):
+    """A row of the store cannot be read (text that is not UTF-8, meta that is not JSON): the
+    message names it and says to audit the context and restore the store from a backup."""
 
 
 class StoreBusyError(StoreError):

@@ -219,8 +219,9 @@ def frame_command(
     """Follow a frame's source and relation links, breadth-first, from FRAME_ID.
 
     One positional argument is the FRAME_ID (in context-default); give two for CTX and
-    FRAME_ID. A cursor is valid only while the mind stays at the version the traversal
-    started from."""
+    FRAME_ID. FRAME_ID may be an event ref (@e12) walked --direction descendants or both: the
+    frames citing it, and on from them. A cursor is valid only while the mind stays at the
+    version the traversal started from."""
     context_id, frame_id = _context_and(args, "FRAME_ID", required=True)
     assert frame_id is not None
     with open_context(db_path, context_id) as ctx:

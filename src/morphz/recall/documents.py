@@ -5,8 +5,10 @@
   documents: ``body`` is their text, ``near`` the text of the
   previous observation in the same session (a question's words are often in the turn before the
   answer; see :mod:`morphz.recall.tokenize` for the measured effect).
-- Frames are documents of their id, body and relations; their lifecycle is read at query time,
-  so retiring or restoring a frame does not touch the index.
+- Frames are documents of their id, body, sources (the refs of the events and the ids of the
+  frames they cite: a search for ``@e12`` among frames finds the frames derived from it) and
+  relations; their lifecycle is read at query time, so retiring or restoring a frame does not
+  touch the index.
 """
 
 from __future__ import annotations
@@ -115,8 +117,10 @@ def edge_text(subject: str, relation: str, obj: str) -> str:
 
 
 def frame_text(frame: Frame, edges: list[Edge]) -> str:
-    """Id, body and relations of a frame, as one searchable text."""
+    """Id, body, sources and relations of a frame, as one searchable text (a source ``@e12``
+    gives the token ``e12``, as the query ``@e12`` does)."""
     parts = [frame.id.replace("/", " "), frame.body]
+    parts += [source.replace("/", " ") for source in frame.sources]
     for subject, relation, obj in edges:
         other = obj if subject == frame.id else subject
         parts.append(f"{relation.replace('-', ' ')} {other.replace('/', ' ')}")

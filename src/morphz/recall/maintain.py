@@ -57,11 +57,11 @@ def index_events(w: WriteTxn, events: Sequence[Event]) -> None:
 
 def frames_to_reindex(w: WriteTxn, changes: Changes) -> dict[str, Frame | None]:
     """Before the changes are written: the frames whose searchable text changes (bodies,
-    creation, deletion and relation endpoints), with their old rows."""
+    sources, creation, deletion and relation endpoints), with their old rows."""
     out: dict[str, Frame | None] = {}
     for fid, new in changes.frames.items():
         old = w.frame(fid)
-        if new is None or old is None or old.body != new.body:
+        if new is None or old is None or (old.body, old.sources) != (new.body, new.sources):
             out[fid] = old
     for subject, _, obj in changes.edges:
         for fid in (subject, obj):

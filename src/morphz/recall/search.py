@@ -48,6 +48,7 @@ from morphz.recall.tokenize import (
     query_terms,
     query_words,
     quote_term,
+    quoted_phrases,
 )
 from morphz.store.base import ReadTxn
 from morphz.store.recall_base import EventRow, Filters, FrameRow, Pin
@@ -174,11 +175,13 @@ def _match(r: ReadTxn, terms: list[str], query: str) -> str:
     of them required in the document's own text when every word is common, or any of them when
     no document of the index holds them all (each word alone finds thousands: returning none
     would read as "nothing holds these words"). Numbers written with separators (1.2.3,
-    2026-08-04) add their groups as a phrase (:func:`number_phrases`)."""
+    2026-08-04) add their groups as a phrase (:func:`number_phrases`), and each passage the
+    query quotes its words as one (:func:`quoted_phrases`): a text holding them as written
+    ranks first, and the words still match apart."""
     quoted = [quote_term(t) for t in terms]
     if len(quoted) == 1:
         return quoted[0]
-    phrases = number_phrases(query)
+    phrases = list(dict.fromkeys([*quoted_phrases(query), *number_phrases(query)]))
     rare = [q for q in quoted if r.recall.doc_frequency(q, COMMON_DOCS + 1) <= COMMON_DOCS]
     if rare:
         return " OR ".join(rare + phrases)

@@ -4,8 +4,14 @@ Method
 ------
 Both sides, documents and queries, go through the same Python step before FTS5 sees them:
 
-* lower-case (done here, because the stopword test needs it; FTS5's ``unicode61`` case folding
-  is then a no-op for the tokens we emit, and still folds diacritics);
+* case-fold (done here, because the stopword test needs it; FTS5's ``unicode61`` case folding
+  is then a no-op for the tokens we emit, and still folds diacritics): ``str.casefold``, not
+  ``str.lower``, so ``Straße`` reads as ``strasse`` (as ``STRASSE`` does) and the Latin ligatures
+  (``ﬁ``, ``ﬂ``, ``ﬀ``... U+FB00-FB06) as their letters;
+* strip diacritics before stemming (``résumé`` -> ``resume``: what NFD decomposes), and fold the
+  letters that do not decompose to their ASCII spellings (:data:`_UNDECOMPOSED`: ``ø`` -> ``o``,
+  ``ł`` -> ``l``, ``æ`` -> ``ae``, ``þ`` -> ``th``, dotless ``ı`` -> ``i``...), so a person on an
+  ASCII keyboard finds København, Łódź and Ærø;
 * split into runs of Unicode letters and digits (the same notion of a token character as
   ``unicode61``: punctuation, ``_`` and apostrophes separate, so ``Caroline's`` -> ``caroline``
   ``s``);
@@ -26,7 +32,9 @@ The resulting space-separated token string is what gets indexed, with the FTS5 t
 distinct quoted terms (never an AND: a question rarely shares all its words with the answer); a
 lone CJK character becomes a prefix term ``"x"*``.  Every term is double-quoted and contains only
 letters and digits, so FTS5 syntax in the user text (AND, OR, NOT, NEAR, ``"``, ``:``, ``^``,
-``*``, parentheses) is inert and the expression is never an FTS5 syntax error.
+``*``, parentheses) is inert and the expression is never an FTS5 syntax error. Search ORs two
+kinds of phrases beside the terms, built from the same tokens: the numbers written with
+separators (:func:`number_phrases`) and the passages the query quotes (:func:`quoted_phrases`).
 
 The index: one row per event with two columns, both filled through :func:`index_text`:
 ``body``, the event's own text (e.g. ``"Speaker: text"``), and ``near``, the text of the
@@ -76,6 +84,7 @@ __all__ = [
     "index_text",
     "match_query",
     "query_terms",
+    "quoted_phrases",
 ]
 
 FTS5_TOKENIZER: Final = "unicode61 remove_diacritics 2"
@@ -187,16 +196,52 @@ def stem(word: str) -> str:
 def _composed(low: str) -> str:
     """``low`` in composed form (a word typed with combining marks, ``Zu\u0308rich``, would
     otherwise split at each mark, which is not a word character), without the dot above that
-    lower-casing Turkish dotted capital I leaves (``İstanbul`` reads as ``istanbul``)."""
+    case-folding Turkish dotted capital I leaves (``İstanbul`` reads as ``istanbul``)."""
     if not unicodedata.is_normalized("NFC", low):
         low = unicodedata.normalize("NFC", low)
     return low.replace("\u0307", "") if "\u0307" in low else low
 
 
+# Letters with no decomposition (NFD leaves them whole, and so does FTS5's unicode61), as
+# their usual ASCII spellings (after casefold, so lower-case only: casefold maps the capitals
+# here and makes ß and ẞ ss). Dotless ı is i: a capital I lower-cases to i, so without it a
+# Turkish word in capitals (KIŞ) and in lower case (kış) would not match each other.
+_UNDECOMPOSED: Final = str.maketrans(
+    {
+        "ø": "o",
+        "ł": "l",
+        "đ": "d",
+        "ð": "d",
+        "æ": "ae",
+        "œ": "oe",
+        "þ": "th",
+        "ħ": "h",
+        "ŧ": "t",
+        "ı": "i",
+        "ĳ": "ij",
+        "ŀ": "l",
+        "ǿ": "o",  # the composed forms of these letters with a mark (NFC makes ø + ◌́ ǿ)
+        "ǽ": "ae",
+        "ǣ": "ae",
+    }
+)
+
+_HAS_UNDECOMPOSED: Final = re.compile("[" + "".join(map(chr, _UNDECOMPOSED)) + "]")
+
+
+def _folded(text: str) -> str:
+    """``text`` case-folded (:func:`_composed`), with the letters that do not decompose spelled
+    as :data:`_UNDECOMPOSED` says (``ø`` -> ``o``): one search, and a translation only for a
+    text that holds one (translating every text costs a tenth more on Cyrillic)."""
+    low = _composed(text.casefold())
+    return low.translate(_UNDECOMPOSED) if _HAS_UNDECOMPOSED.search(low) else low
+
+
 def _unaccented(word: str) -> str:
     """``word`` without its diacritics (``résumé`` -> ``resume``) before it is stemmed: folded
     after stemming, as FTS5's ``remove_diacritics`` would, a stem that depends on a final
-    accented letter (``resum`` / ``resume``) would no longer match its plain spelling."""
+    accented letter (``resum`` / ``resume``) would no longer match its plain spelling (the
+    letters that do not decompose were spelled out before: :func:`_folded`)."""
     if word.isascii():
         return word
     folded = "".join(c for c in unicodedata.normalize("NFD", word) if not unicodedata.combining(c))
@@ -204,7 +249,7 @@ def _unaccented(word: str) -> str:
 
 
 def _tokens(text: str, *, trailing_unigram: bool, stemmed: bool = True) -> list[str]:
-    """Lower-cased, stemmed tokens of ``text`` without stopwords; CJK runs become bigrams.
+    """Case-folded, stemmed tokens of ``text`` without stopwords; CJK runs become bigrams.
 
     Full-width Latin letters and digits (common in CJK text) are folded to ASCII first, so that
     they match their ordinary forms (a full NFKC normalisation costs ~20 µs per 100 CJK characters
@@ -222,7 +267,7 @@ def _tokens(text: str, *, trailing_unigram: bool, stemmed: bool = True) -> list[
         text = text.translate(_FULLWIDTH_FOLD)
     if _HALFWIDTH_KANA.search(text):  # ｶﾀｶﾅ as カタカナ (NFKC also joins ﾃﾞ into デ)
         text = _HALFWIDTH_KANA.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text)
-    low = _composed(text.lower())
+    low = _folded(text)
     if not _CJK_RUN.search(low):
         words = filterfalse(_IS_STOP, map(_unaccented, _marked_words()[0].findall(low)))
         return [stem(w) for w in words] if stemmed else list(words)
@@ -244,7 +289,7 @@ def _tokens(text: str, *, trailing_unigram: bool, stemmed: bool = True) -> list[
 def index_text(text: str) -> str:
     """Return the token string to store in an FTS5 column for ``text``.
 
-    Tokens are lower-cased, stopwords are removed and CJK runs are turned into bigrams; the
+    Tokens are case-folded, stopwords are removed and CJK runs are turned into bigrams; the
     tokens are joined by single spaces.  Index it with :data:`FTS5_TOKENIZER`, which adds Porter
     stemming.  The result may be empty (e.g. "Is it?").
     """
@@ -262,7 +307,7 @@ def query_terms(query: str, max_terms: int = _MAX_QUERY_TERMS) -> list[str]:
 
 
 def query_words(query: str, max_terms: int = _MAX_QUERY_TERMS) -> list[str]:
-    """The words of ``query`` that are searched (lower-cased, no stopwords), before stemming:
+    """The words of ``query`` that are searched (case-folded, no stopwords), before stemming:
     what to show a person as "matched"."""
     words = _tokens(query, trailing_unigram=False, stemmed=False)
     return list(dict.fromkeys(words))[:max_terms]
@@ -299,6 +344,25 @@ def number_phrases(query: str) -> list[str]:
         groups = _tokens(found.group(), trailing_unigram=False)  # repeats kept: 1.2.1.3
         if len(groups) > 1:
             out.append('"' + " ".join(groups) + '"')
+    return list(dict.fromkeys(out))
+
+
+_QUOTED = re.compile(r'"([^"]*)"')
+
+
+def quoted_phrases(query: str) -> list[str]:
+    """FTS5 phrases of the passages ``query`` puts between double quotes (``"quick brown"``):
+    their tokens, adjacent and in order, each phrase once. OR-ed beside the terms, they rank a
+    text holding the passage above one holding its words apart; the words still match alone.
+    A passage of fewer than two tokens adds nothing (its term is there already), and a query
+    with an odd number of double quotes has no phrase (which quote closes which is unknown)."""
+    if query.count('"') % 2:
+        return []
+    out = []
+    for found in _QUOTED.finditer(query):
+        tokens = _tokens(found.group(1), trailing_unigram=False)[:_MAX_QUERY_TERMS]
+        if len(tokens) > 1:  # tokens are letters and digits only: the phrase is inert text
+            out.append('"' + " ".join(tokens) + '"')
     return list(dict.fromkeys(out))
 
 

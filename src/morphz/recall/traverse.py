@@ -6,6 +6,9 @@ to: F supersedes old -> old); ``descendants`` follows them backwards (frames cit
 relating to F); ``both`` does both. Breadth-first, neighbours in a fixed order, so the same mind
 always gives the same node order; pages of at most ``budget`` nodes. A cursor is pinned to the
 mind version the traversal started at: if the mind changes in between, it is refused.
+
+The root may also be an event (``@e12``) walked ``descendants`` or ``both``: the frames citing it
+and what builds on them (an event cites nothing, so it has no ancestors).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, Literal
 
 from morphz.checks import check_whole
 from morphz.errors import CursorError, InputError, RecordNotFoundError
-from morphz.ids import is_id, ref_seq
+from morphz.ids import is_id, is_ref, ref_seq
 from morphz.mind.state import Frame
 from morphz.recall import cursors
 from morphz.recall.read import event_content
@@ -227,6 +230,22 @@ def _details(r: ReadTxn, node: str, bodies: bool, events: bool) -> tuple[str, di
     return "frame", info
 
 
+def _check_root(r: ReadTxn, root: object, direction: Direction) -> None:
+    """``root`` is a frame of the mind, or an event walked towards what cites it."""
+    if not isinstance(root, str):
+        raise InputError(f"a frame id or event ref is text, not {root!r}")
+    if is_ref(root):
+        if r.event(ref_seq(root)) is None:
+            raise RecordNotFoundError(f"no event {root} in context '{r.row.context_id}'")
+        if direction == "ancestors":
+            raise InputError(
+                f"an event cites nothing, so {root} has no ancestors: walk direction "
+                "descendants (the frames citing it) or both"
+            )
+    elif not is_id(root) or r.frame(root) is None:
+        raise RecordNotFoundError(f"no frame '{root}' in context '{r.row.context_id}'")
+
+
 def traverse(
     r: ReadTxn,
     key: bytes,
@@ -246,10 +265,7 @@ def traverse(
             raise InputError(f"{name} is True or False, not {flag!r:.80}")
     check_whole(depth, "depth", 1, MAX_DEPTH)
     check_whole(budget, "the node budget", 1, MAX_BUDGET, unit="nodes")
-    if not isinstance(frame_id, str):
-        raise InputError(f"a frame id is text, not {frame_id!r}")
-    if not is_id(frame_id) or r.frame(frame_id) is None:
-        raise RecordNotFoundError(f"no frame '{frame_id}' in context '{r.row.context_id}'")
+    _check_root(r, frame_id, direction)
     version = r.row.version
     params = {
         "root": frame_id,

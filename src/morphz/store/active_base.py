@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from morphz.errors import StoreError
+from morphz.errors import DamagedStoreError
 from morphz.mind.state import Edge, Frame
 
 if TYPE_CHECKING:
@@ -70,13 +70,13 @@ _JSON_KINDS = {str: "string", int: "number", float: "number", bool: "boolean", l
 _JSON_KINDS[type(None)] = "null"
 
 
-def damaged_setting(context_id: str, name: str, why: str) -> StoreError:
+def damaged_setting(context_id: str, name: str, why: str) -> DamagedStoreError:
     """The error for the stored setting ``name`` of ``context_id`` that cannot be read."""
     how = _REPLACE.get(name)
     fix = f"replace it ({how}), or delete it to go back to the default" if how else "delete it"
     if name.startswith("calibration:"):
         fix += " (the next activations calibrate again)"
-    return StoreError(
+    return DamagedStoreError(
         f"the stored setting {name!r} of context '{context_id}' cannot be read ({why}): {fix}: "
         f"DELETE FROM context_settings WHERE context_id = '{context_id}' AND name = '{name}' "
         "(in the sqlite3 shell, on the store's file); the context's events and mind are intact"
@@ -112,7 +112,7 @@ def meta_items(context_id: str, seq: int, text: str | None) -> tuple[tuple[str, 
     items, why = _meta_items(text)
     if why is None:
         return items
-    raise StoreError(
+    raise DamagedStoreError(
         f"event @e{seq} of context '{context_id}' cannot be read: its stored meta is {why}: "
         f"the store is damaged; run `morphz context audit {context_id}` to see what else is, "
         "and restore the store from a backup"

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from morphz.errors import StoreError
+from morphz.errors import DamagedStoreError, StoreError
 from morphz.events import Event, make_event
 from morphz.mind.lifecycle import edge_tokens, in_view, retiring_marks, view_tokens
 from morphz.mind.state import Changes, Edge, Frame, ObsState, SessionState, Snapshot
@@ -82,7 +82,7 @@ def _event(row: tuple[Any, ...]) -> Event:
             head,
         )
     except (ValueError, RecursionError) as exc:  # not JSON (a damaged row, a hand edit)
-        raise StoreError(
+        raise DamagedStoreError(
             f"event @e{seq} of context '{cid}' cannot be read: its stored meta or payload is "
             f"not JSON ({exc}): the store is damaged; run `morphz context audit {cid}` to see "
             "what else is, and restore the store from a backup"
@@ -270,8 +270,8 @@ class SqliteRead(RuntimeRows):
         """The events after ``after_seq``, read 1,000 at a time, each batch fetched whole: no
         statement stays open while the caller works on them, so one it abandons (an exception,
         Ctrl-C, whose traceback keeps this generator alive) holds no table locked. An event
-        whose stored text is not UTF-8 raises StoreError when its turn comes, naming it, after
-        the events before it."""
+        whose stored text is not UTF-8 raises DamagedStoreError when its turn comes, naming it,
+        after the events before it."""
         left = None if limit is None else min(limit, 2**63 - 1)
         while left is None or left > 0:
             size = EVENT_BATCH if left is None else min(EVENT_BATCH, left)
@@ -300,7 +300,7 @@ class SqliteRead(RuntimeRows):
                 raise
             found = undecodable_event(self.conn, self.cid, after_seq, size)
             where = f"an event after @e{after_seq}" if found is None else found[1]
-            error = StoreError(
+            error = DamagedStoreError(
                 f"{where} of context '{self.cid}' cannot be read: its stored text is not UTF-8 "
                 f"({exc}): the store is damaged; run `morphz context audit {self.cid}` to see "
                 "what else is, and restore the store from a backup"
