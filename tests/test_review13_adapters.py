@@ -227,8 +227,9 @@ def test_a_failure_after_retries_says_they_were_made(
     loop), so an overloaded provider retried three times reads as one refusal: the user cannot
     tell that waiting was already tried."""
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    # a short stated wait keeps the test quick (since fix 16g a Retry-After of 0 means the backoff)
     server = serve(
-        lambda _p, _h, _b: (529, {**JSON, "retry-after": "0"}, json.dumps(overloaded).encode())
+        lambda _p, _h, _b: (529, {**JSON, "retry-after": "0.01"}, json.dumps(overloaded).encode())
     )
     config = f'[anthropic]\nbase_url = "{server.root}"\n'
     result = _exec(tmp_path, monkeypatch, "anthropic:claude-x", config)

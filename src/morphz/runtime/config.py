@@ -338,7 +338,7 @@ def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:
     if kind == "openai":
         from morphz.runtime.models.openai_compat import OpenAIChatModel
 
-        key = env.get("OPENAI_API_KEY") or ("none" if settings.openai_base_url else None)
+        key = _key(env, "OPENAI_API_KEY") or ("none" if settings.openai_base_url else None)
         if key is None:
             raise InputError(
                 "set OPENAI_API_KEY (or OPENAI_BASE_URL / [openai] base_url for a local server)"
@@ -349,7 +349,7 @@ def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:
     if kind == "anthropic":
         from morphz.runtime.models.anthropic_messages import AnthropicMessagesModel
 
-        key = env.get("ANTHROPIC_API_KEY") or None  # empty (an unset CI secret): missing
+        key = _key(env, "ANTHROPIC_API_KEY")  # empty (an unset CI secret): missing
         if key is None:
             raise InputError("set ANTHROPIC_API_KEY to use anthropic:NAME")
         return AnthropicMessagesModel(
@@ -359,3 +359,9 @@ def make_model(spec: str, settings: Settings, env: Mapping[str, str]) -> Model:
             prompt_cache=settings.anthropic_prompt_cache,
         )
     raise AssertionError(kind)  # MODEL_KINDS names no other
+
+
+def _key(env: Mapping[str, str], name: str) -> str | None:
+    """The API key in ``env[name]`` without the blanks around it (a secret mounted from a file,
+    an env file an editor ended with a line break); None when it is unset or blank."""
+    return env.get(name, "").strip() or None

@@ -97,6 +97,7 @@ class AnthropicMessagesModel(SdkAdapter):
     provider = PROVIDER
     body_name = PROVIDER
     auth_hint = AUTH_HINT
+    key_setting = "ANTHROPIC_API_KEY"
     default_base_url = "https://api.anthropic.com"
     client_class = "AsyncAnthropic"
 
@@ -112,8 +113,8 @@ class AnthropicMessagesModel(SdkAdapter):
         # the SDK adds the headers ANTHROPIC_CUSTOM_HEADERS lists; we give it none of our own
         client._custom_headers = {}
 
-    def _is_error(self, data: dict[str, Any]) -> bool:
-        return data.get("type") == "error"
+    def _error_body(self, data: dict[str, Any]) -> Mapping[str, object] | None:
+        return data if data.get("type") == "error" else None
 
     def _stated_status(self, data: Mapping[str, object]) -> int | None:
         """The status of the error's ``type`` (:data:`ERROR_STATUS`), or a numeric one that a

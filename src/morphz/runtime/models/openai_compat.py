@@ -32,17 +32,19 @@ for the model spares the first refusal.
 Response mapping: ``choices[0].message.content`` → text; ``message.tool_calls`` → ToolCall with
 ``function.arguments`` kept as the raw text the model wrote (the runtime parses it and reports
 broken JSON to the agent); ``usage.prompt_tokens`` / ``completion_tokens`` /
-``prompt_tokens_details.cached_tokens`` → Usage; the whole JSON body → ``raw``. The body is
-read as JSON here (not through the SDK's lenient models) so a malformed one is a
-:class:`BadResponseError`. A body with an ``error`` and no choices is an error, whatever the
-HTTP status (some proxies and local servers answer 200). Errors are translated in
+``prompt_tokens_details.cached_tokens`` (DeepSeek's ``prompt_cache_hit_tokens``) → Usage; the
+whole JSON body → ``raw``. The body is read as JSON here (not through the SDK's lenient models)
+so a malformed one is a :class:`BadResponseError`. A body with an ``error`` and no choices is an
+error, whatever the HTTP status (some proxies and local servers answer 200), and so is a first
+choice that ended with ``finish_reason: "error"`` and an ``error`` object (OpenRouter: the model
+failed after it started; the error's ``code`` is its status). Errors are translated in
 :meth:`SdkAdapter._translate` and retried by :mod:`morphz.runtime.models.retry`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any, cast
 
@@ -75,6 +77,7 @@ class OpenAIChatModel(SdkAdapter):
     provider = "the OpenAI-compatible server"
     body_name = "OpenAI-compatible"
     auth_hint = AUTH_HINT
+    key_setting = "OPENAI_API_KEY"
     default_base_url = "https://api.openai.com/v1"
     client_class = "AsyncOpenAI"
 
@@ -88,9 +91,11 @@ class OpenAIChatModel(SdkAdapter):
         # the SDK fills these from OPENAI_ORG_ID and OPENAI_PROJECT_ID and sends them as headers
         client.organization = client.project = None
 
-    def _is_error(self, data: dict[str, Any]) -> bool:
+    def _error_body(self, data: dict[str, Any]) -> Mapping[str, object] | None:
         # an error and no answer beside it ("error": null next to the choices is an answer)
-        return bool(data.get("error")) and not data.get("choices")
+        if data.get("error") and not data.get("choices"):
+            return data
+        return choice_error(data)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         messages = chat_messages(request, merge_turns=self.turns_merged)
@@ -191,6 +196,18 @@ def chat_tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
 # -- response
 
 
+def choice_error(data: dict[str, Any]) -> Mapping[str, object] | None:
+    """The error a choice carries, as an error body: OpenRouter (and gateways of its schema)
+    answers HTTP 200 when the model failed after it started, the choice ending with
+    ``finish_reason: "error"`` and an ``error`` object (its numeric ``code`` the status)."""
+    choices = data.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(first, dict) or first.get("finish_reason") != "error":
+        return None
+    error = first.get("error")
+    return {"error": error} if isinstance(error, dict) and error else None
+
+
 def parse_completion(data: dict[str, Any]) -> ModelResponse:
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
@@ -253,6 +270,14 @@ def chat_usage(usage: object) -> Usage | None:
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if not isinstance(prompt, int) or not isinstance(completion, int):
         return None
+    return Usage(prompt, completion, cached_tokens(usage))
+
+
+def cached_tokens(usage: dict[str, Any]) -> int:
+    """The input tokens the provider's prefix cache served: OpenAI's
+    ``prompt_tokens_details.cached_tokens``, or DeepSeek's ``prompt_cache_hit_tokens``."""
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return Usage(prompt, completion, cached if isinstance(cached, int) else 0)
+    if not isinstance(cached, int):
+        cached = usage.get("prompt_cache_hit_tokens")
+    return cached if isinstance(cached, int) and not isinstance(cached, bool) else 0

@@ -5,10 +5,14 @@ errors, an activation's recorded reason and the store.
 Text is redacted whole before it is cut to a length (a cut through the key would leave most of
 it where the whole key is no longer found), and a start of the key at least
 :data:`SHORTEST_REDACTED` characters long that ends a cut text (cut here, or by the server
-before it reached us) is hidden too.
+before it reached us) is hidden too. So is the key as Python or JSON writes it escaped (a key
+holding a line break or a character outside ASCII: ``repr`` of the header bytes an HTTP client
+refused, a JSON body quoting it), which the plain search would not find.
 """
 
 from __future__ import annotations
+
+import json
 
 SHORTEST_REDACTED = 8  # a shorter key is redacted only after "Bearer " (not every "none" or "x")
 HIDDEN = "***"
@@ -20,10 +24,25 @@ def hidden(text: str, key: str) -> str:
     that ends the text (before any closing quote or ellipsis) hidden too."""
     if not key:
         return text
-    text = text.replace(f"Bearer {key}", f"Bearer {HIDDEN}")
+    for form in _written_forms(key):
+        text = text.replace(f"Bearer {form}", f"Bearer {HIDDEN}")
     if len(key) < SHORTEST_REDACTED:
         return text
-    return _cut_start_hidden(text.replace(key, HIDDEN), key)
+    for form in _written_forms(key):
+        text = text.replace(form, HIDDEN)
+    return _cut_start_hidden(text, key)
+
+
+def _written_forms(key: str) -> list[str]:
+    """``key`` as it is, and as ``repr`` of it or of its UTF-8 bytes and JSON write it (each
+    between its quotes), longest first: a key with a character they escape is shown escaped."""
+    forms = {
+        key,
+        repr(key)[1:-1],
+        repr(key.encode("utf-8", "backslashreplace"))[2:-1],
+        json.dumps(key)[1:-1],
+    }
+    return sorted(forms, key=len, reverse=True)
 
 
 def cut(text: str, limit: int, key: str) -> str:

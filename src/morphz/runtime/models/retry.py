@@ -9,16 +9,21 @@ does the rest:
 
 - rate limits (429), request timeouts (408), server errors (5xx, including 529 "overloaded")
   and connection errors are retried up to ``max_retries`` times, waiting the server's
-  ``Retry-After`` when it sent one, otherwise an exponential backoff with jitter;
+  ``Retry-After`` when it sent one above 0 s, otherwise an exponential backoff with jitter;
 - everything else (authentication, context too long, other 4xx) is raised at once;
-- the translated error is raised ``from`` the SDK exception (nothing is swallowed); its message
-  says how many retries were made, and how long the provider asked to wait when that was more
-  than is waited here (the engine records and prints only the message).
+- the translated error is raised in place of the SDK exception, not chained to it: the SDK's
+  exception holds the request, whose headers hold the API key, and its text may quote the key
+  (any traceback of the error would print it). What it said, the key hidden, is kept as a note
+  on the error (``Failure.cause``: tracebacks show it). The error's message says how many
+  retries were made, and how long the provider asked to wait when that was more than is waited
+  here (the engine records and prints only the message).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import random
 import re
 import time
@@ -79,14 +84,17 @@ class Failure:
     retryable: bool = False
     retry_after: float | None = None
     advice: str = _RETRY_ADVICE  # what to do once the retries are spent
+    cause: str = ""  # what the provider's exception said, the key hidden (a note on the error)
 
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
     """Delay before retry ``attempt`` (0-based): ``base * factor**attempt`` capped at
     ``max_delay``, stretched by up to ``jitter`` (a fraction) at random so that concurrent
-    activations do not retry in lockstep. A server's Retry-After is used as given; one longer
-    than ``max_retry_after`` is not waited for (the error is raised for the caller to decide)."""
+    activations do not retry in lockstep. A server's Retry-After above 0 s is used as given; one
+    longer than ``max_retry_after`` is not waited for (the error is raised for the caller to
+    decide); one of 0 s or less, or not a number (NaN, infinity), is not a wait: the backoff is
+    waited instead (an overloaded server that says "now" would get every retry at once)."""
 
     base: float = 1.0
     factor: float = 2.0
@@ -96,7 +104,7 @@ class Backoff:
     rand: Callable[[], float] = field(default=random.random)
 
     def delay(self, attempt: int, retry_after: float | None) -> float | None:
-        if retry_after is not None:
+        if retry_after is not None and math.isfinite(retry_after) and retry_after > 0:
             return retry_after if retry_after <= self.max_retry_after else None
         delay = min(self.max_delay, self.base * self.factor**attempt)
         return delay * (1.0 + self.jitter * self.rand())
@@ -134,12 +142,12 @@ async def call_with_retries(
             if failure is None:
                 raise
             delay = _next_delay(failure, attempt, max_retries, backoff)
-            if delay is None:
-                raise given_up(failure, attempt, waited, backoff) from exc
-            attempt, waited = attempt + 1, waited + delay
-            if on_retry is not None:
-                on_retry(Retry(attempt, delay, failure.error))
-            await sleep(delay)
+        if delay is None:  # raised out of the except: not chained to the SDK's exception
+            raise given_up(failure, attempt, waited, backoff)
+        attempt, waited = attempt + 1, waited + delay
+        if on_retry is not None:
+            on_retry(Retry(attempt, delay, failure.error))
+        await sleep(delay)
 
 
 def given_up(failure: Failure, retries: int, waited: float, backoff: Backoff) -> ProviderError:
@@ -151,14 +159,21 @@ def given_up(failure: Failure, retries: int, waited: float, backoff: Backoff) ->
         times = "retry" if retries == 1 else "retries"
         said.append(f"gave up after {retries} {times} ({waited:.0f} s)")
     if failure.retryable and asked is not None and asked > backoff.max_retry_after:
-        said.append(f"the provider asks to wait {asked:.0f} s: run again after that")
+        said.append(f"the provider asks to wait {_seconds(asked)}: run again after that")
     elif retries:
         said[-1] += f": {failure.advice}"
     elif failure.retryable:  # no retry was allowed (max_retries 0)
         said.append(failure.advice)
     if said:
         restate(error, f"{error.message.rstrip('.')}; {'; '.join(said)}")
+    if failure.cause:
+        error.add_note(failure.cause)
     return error
+
+
+def _seconds(wait: float) -> str:
+    """``wait`` as the message states it: whole seconds, a huge one in short (1e+09 s)."""
+    return f"{wait:.0f} s" if wait < 1e7 else f"{wait:.3g} s"
 
 
 def restate(error: ProviderError, message: str) -> None:
@@ -174,25 +189,33 @@ def _next_delay(failure: Failure, attempt: int, max_retries: int, backoff: Backo
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date);
+    None when neither states a wait above 0 s (0, a negative number, a date already past, NaN or
+    infinity: :class:`Backoff` then waits its own delay)."""
     millis = headers.get("retry-after-ms")
     if millis is not None:
         try:
-            return max(0.0, float(millis) / 1000.0)
+            wait = _a_wait(float(millis) / 1000.0)
         except ValueError:
-            pass
+            wait = None
+        if wait is not None:
+            return wait
     value = headers.get("retry-after")
     if value is None:
         return None
     try:
-        return max(0.0, float(value))
+        return _a_wait(float(value))
     except ValueError:
         pass
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    return _a_wait(when.timestamp() - (time.time() if now is None else now))
+
+
+def _a_wait(seconds: float) -> float | None:
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
 # The numbers too-long refusals state, each form with the (used, maximum) input tokens they give:
@@ -215,15 +238,39 @@ _SHARE_FORMS: tuple[tuple[re.Pattern[str], Callable[..., tuple[int, int]]], ...]
         re.compile(r"must be <= (\d+)\. Given: (\d+) `inputs` tokens and (\d+) `max_new_tokens`"),
         lambda w, n, k: (n, w - k),
     ),
+    # vLLM: "'max_tokens' or 'max_completion_tokens' is too large: K. This model's maximum
+    # context length is W tokens and your request has N input tokens (K > W - N)"
+    (
+        re.compile(
+            r"is too large: (\d+)\. This model's maximum context length is (\d+) tokens and your "
+            r"request has (\d+) input tokens"
+        ),
+        lambda k, w, n: (n, w - k),
+    ),
+    # OpenRouter: "maximum context length is W tokens. However, you requested about T tokens
+    # (X of text input, Y of tool input, K in the output)": the input is T - K
+    (
+        re.compile(
+            r"maximum context length is (\d+) tokens\. However, you requested about (\d+) tokens "
+            r"\([^()]*?(\d+) in the output\)"
+        ),
+        lambda w, t, k: (t - k, w - k),
+    ),
     # Anthropic: "prompt is too long: N tokens > M maximum"
     (re.compile(r"(\d+) tokens > (\d+) maximum"), lambda n, m: (n, m)),
-    # OpenAI, vLLM and others of their wording
+    # OpenAI, vLLM and others of their wording (vLLM today: "However, your request has N input
+    # tokens")
     (
         re.compile(
             r"maximum context length is (\d+) tokens\. However, (?:your messages resulted in|you "
-            r"requested) (\d+) tokens"
+            r"requested|your request has) (\d+) (?:input )?tokens"
         ),
         lambda m, n: (n, m),
+    ),
+    # llama.cpp server: "request (N tokens) exceeds the available context size (W tokens)"
+    (
+        re.compile(r"\((\d+) tokens\) exceeds the available context size \((\d+) tokens\)"),
+        lambda n, m: (n, m),
     ),
     # Gemini: "The input token count (N) exceeds the maximum number of tokens allowed (M)"
     (
@@ -236,6 +283,8 @@ _SHARE_FORMS: tuple[tuple[re.Pattern[str], Callable[..., tuple[int, int]]], ...]
     (re.compile(r"must have less than (\d+) tokens\. Given: (\d+)"), lambda m, n: (n, m)),
     # OpenAI, HTTP 429 (below): "Limit M, Requested N"
     (re.compile(r"Limit (\d+), Requested (\d+)"), lambda m, n: (n, m)),
+    # llama.cpp server's fields, as error_text adds them (its older message states no numbers)
+    (re.compile(r"n_prompt_tokens=(\d+), n_ctx=(\d+)"), lambda n, m: (n, m)),
 )
 # OpenAI, HTTP 429: "Request too large for MODEL ... (TPM): Limit 30000, Requested 31538. The
 # input or output tokens must be reduced"
@@ -294,7 +343,7 @@ def error_text(message: str, body: object, key: str = "") -> str:
     return cut(" ".join(text.split()), _MESSAGE_LIMIT, key)
 
 
-def _body_parts(body: object) -> tuple[str | None, list[str]]:
+def _body_parts(body: object, depth: int = 0) -> tuple[str | None, list[str]]:
     if isinstance(body, list) and len(body) == 1:  # Gemini: [{"error": {...}}]
         body = body[0]
     if isinstance(body, str):
@@ -307,8 +356,34 @@ def _body_parts(body: object) -> tuple[str | None, list[str]]:
     if isinstance(inner, dict):
         body = inner
     said = body.get("message")
+    said = said if isinstance(said, str) else json.dumps(body, default=str)
     tags = [str(body[k]) for k in ("type", "code") if body.get(k) not in (None, "")]
-    return (said if isinstance(said, str) else json.dumps(body, default=str)), tags
+    # llama.cpp server: the tokens of a too-long prompt and the window, beside its message
+    tags += [f"{k}={body[k]}" for k in _COUNT_FIELDS if isinstance(body.get(k), int)]
+    upstream = _upstream(body.get("metadata"), depth)
+    return (f"{said} ({upstream})" if upstream else said), tags
+
+
+_COUNT_FIELDS = ("n_prompt_tokens", "n_ctx")
+
+
+def _upstream(metadata: object, depth: int) -> str | None:
+    """What the provider behind a gateway said: OpenRouter's ``metadata.raw`` (the upstream's
+    body, as JSON text, an object or plain text), with ``metadata.provider_name``."""
+    if not isinstance(metadata, dict) or depth > 1:
+        return None
+    raw = metadata.get("raw")
+    if isinstance(raw, str):
+        with contextlib.suppress(ValueError):  # not JSON: the upstream's plain text
+            raw = json.loads(raw)
+    said, tags = _body_parts(raw, depth + 1)
+    if not said or not said.strip():
+        return None
+    if said.lstrip().startswith("<"):  # an HTML page
+        said = " ".join(_TAGS.sub(" ", said).split())
+    said += f" [{', '.join(tags)}]" if tags else ""
+    name = metadata.get("provider_name")
+    return f"{name} said: {said}" if isinstance(name, str) and name else f"upstream: {said}"
 
 
 def status_failure(

@@ -3,7 +3,7 @@ retries, one call with our retries and backoff, and the translation of SDK excep
 :class:`~morphz.runtime.models.base.ProviderError` (the one place for it).
 
 An adapter subclasses :class:`SdkAdapter`, says which SDK module and client class it uses, how
-to name itself and which bodies are errors (``_is_error``), and implements ``request`` by mapping
+to name itself and which bodies are errors (``_error_body``), and implements ``request`` by mapping
 the :class:`ModelRequest` to the provider's shape and handing a ``send`` coroutine (the raw HTTP
 response) and a parser of the JSON body to :meth:`SdkAdapter._call`. The SDKs' exception classes
 have the same names in ``openai`` and ``anthropic`` (``APIStatusError``, ``APIConnectionError``,
@@ -12,12 +12,15 @@ have the same names in ``openai`` and ``anthropic`` (``APIStatusError``, ``APICo
 Every error an adapter raises from :meth:`SdkAdapter._call` has the API key redacted: those
 translated from the SDK's exceptions and from an error body that came with HTTP 200 (both in
 ``_translate``, so ``on_retry`` sees them redacted too), and a body that is not JSON or not of
-the expected shape.
+the expected shape. None is chained to the SDK's exception, whose request holds the key in
+its headers: what that exception said is a note on the error, the key hidden
+(:func:`cause_summary`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
@@ -79,6 +82,7 @@ class SdkAdapter:
     provider = ""  # how errors name the other side: "Anthropic at URL answered HTTP 401"
     body_name = ""  # how errors name its answers: "the Anthropic response is not JSON"
     auth_hint = ""  # where a user fixes an authentication failure
+    key_setting = ""  # the environment variable the configuration reads the API key from
     default_base_url = ""
     client_class = ""  # the SDK's async client: AsyncOpenAI, AsyncAnthropic
 
@@ -100,7 +104,7 @@ class SdkAdapter:
         self._sdk = sdk
         self.model = model
         self.base_url = check_base_url(base_url or self.default_base_url, "base_url")
-        self._key = api_key or NO_KEY
+        self._key = check_key(api_key or NO_KEY, self.key_setting)
         self.max_retries = max_retries
         self.max_output_tokens = max_output_tokens
         self.backoff = backoff or Backoff()
@@ -126,8 +130,9 @@ class SdkAdapter:
         cap = self.max_output_tokens
         return request.max_output_tokens if cap is None else min(cap, request.max_output_tokens)
 
-    def _is_error(self, data: dict[str, Any]) -> bool:
-        """Whether ``data``, a body that came with a success status, is an error."""
+    def _error_body(self, data: dict[str, Any]) -> Mapping[str, object] | None:
+        """The error that ``data``, a body that came with a success status, is or carries
+        (None: an answer), as an error body: ``{"error": {...}}`` or the provider's own."""
         raise NotImplementedError
 
     def _stated_status(self, data: Mapping[str, object]) -> int | None:
@@ -144,8 +149,9 @@ class SdkAdapter:
         async def attempt() -> dict[str, Any]:
             response = await send()
             data = self._checked(load_json, response.content, self.body_name, self._key)
-            if self._is_error(data):
-                raise ErrorBody(data, response.headers)
+            error = self._error_body(data)
+            if error is not None:
+                raise ErrorBody(error, response.headers)
             return data
 
         try:
@@ -179,9 +185,12 @@ class SdkAdapter:
         """The one place where the SDK's exceptions become ProviderErrors (never showing the
         API key, which a server may quote in its refusal)."""
         failure = self._failure(exc)
-        if failure is not None:
-            redact(failure.error, self._key)
-        return failure
+        if failure is None:
+            return None
+        redact(failure.error, self._key)
+        if isinstance(exc, ErrorBody):  # the body is in the message already
+            return failure
+        return dataclasses.replace(failure, cause=cause_summary(exc, self._key))
 
     def _failure(self, exc: Exception) -> Failure | None:
         sdk, where = self._sdk, without_userinfo(self.base_url)
@@ -214,6 +223,21 @@ class SdkAdapter:
         return None
 
 
+CAUSE_LIMIT = 300  # the characters of each exception's text in cause_summary
+
+
+def cause_summary(exc: BaseException, key: str) -> str:
+    """What ``exc`` and the exceptions it was raised from said, class and text, ``key`` hidden
+    (in its escaped forms too: an HTTP client quotes a header it refused as bytes)."""
+    said: list[str] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(said) < 3:
+        kind = type(seen)
+        said.append(cut(f"{kind.__module__}.{kind.__qualname__}: {seen}", CAUSE_LIMIT, key))
+        seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
+    return f"raised in place of {' <- '.join(said)}"
+
+
 def connection_kind(cause: BaseException | None) -> str:
     """What went wrong on the way (retry.CONNECTION_WORDS), from the HTTP client's exception:
     the server was not reached (connect), it did not answer in time (timeout), or the connection
@@ -244,6 +268,29 @@ def check_settings(model: str, max_retries: int, max_output_tokens: int | None) 
         raise InputError(f"max_output_tokens must be positive, not {max_output_tokens}")
 
 
+def check_key(key: str, setting: str) -> str:
+    """``key`` when an HTTP header can carry it as it is (printable ASCII, no space at either
+    end); an InputError naming where it is set (``api_key``, the environment variable
+    ``setting``) and what is wrong, never the key, otherwise: the HTTP client would refuse the
+    header with the key in its message (a line break, a trailing space), or the SDK fail with a
+    bare UnicodeEncodeError (an ellipsis, a non-breaking space pasted with the key)."""
+    wrong = next(((i, c) for i, c in enumerate(key) if not " " <= c <= "~"), None)
+    if wrong is not None:
+        index, char = wrong
+        kind = "a character outside ASCII" if ord(char) > 0x7F else "a control character"
+        what = "a line break" if char in "\r\n" else f"{kind} (U+{ord(char):04X})"
+        said = f"{what} at character {index + 1} of {len(key)}"
+    elif key != key.strip(" "):
+        said = "a space at its start or end"
+    else:
+        return key
+    where = f"{setting} (api_key)" if setting else "api_key"
+    raise InputError(
+        f"the API key in {where} holds {said}, which an HTTP header cannot carry: set it to "
+        "the key alone (copy it again from the provider's console)"
+    )
+
+
 def check_base_url(url: str, setting: str) -> str:
     """``url`` when it is an http:// or https:// URL with a host and, if it names one, a port
     from 1 to 65535; an InputError naming ``setting`` otherwise (before anything is sent: the
@@ -272,7 +319,21 @@ def check_base_url(url: str, setting: str) -> str:
         raise InputError(f"{setting} {shown!r} is not a valid URL ({exc}): correct it") from exc
     if not parts.hostname:
         raise InputError(f"{setting} {shown!r} names no host: e.g. http://localhost:11434/v1")
+    if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
+        raise InputError(f"{setting} {shown!r} {QUERY_REFUSED}")
     return url
+
+
+# Why a base URL with a query is refused (the SDKs append the endpoint's path to the base URL as
+# written, query included, so ``/v1?key=K`` becomes ``/v1?key=Kchat/completions``), and what to
+# do instead: the key has its own setting, and Azure OpenAI's v1 API needs no api-version
+QUERY_REFUSED = (
+    "has a query or fragment (?... or #...): the endpoint's path is appended to the base URL as "
+    "written, so every request would go astray. Give the base URL without it, and an API key in "
+    "its own variable (OPENAI_API_KEY, ANTHROPIC_API_KEY). Azure OpenAI's v1 endpoint "
+    "(https://RESOURCE.openai.azure.com/openai/v1) needs no api-version; a server that needs "
+    "query parameters on every request is not supported"
+)
 
 
 PREVIEW_LIMIT = 200  # the characters of an answer that is not JSON shown in its error
@@ -301,19 +362,34 @@ def _preview(body: bytes, key: str) -> str:
 
 def without_userinfo(url: str) -> str:
     """``url`` as errors may name it: credentials in it (``https://user:password@host``, which
-    the HTTP client sends as a header) are left out, so no error, event or output shows them."""
+    the HTTP client sends as a header) and the values of its query (``?key=SECRET``) and its
+    fragment are left out, so no error, event or output shows them."""
     try:
         parts: urllib.parse.SplitResult | None = urllib.parse.urlsplit(url)
     except ValueError:
         parts = None
     if parts is not None and "://" in url:
-        if "@" not in parts.netloc:
+        if "@" not in parts.netloc and not parts.query and not parts.fragment:
             return url
-        netloc = parts.netloc.rpartition("@")[2]  # host[:port], as written
-        return urllib.parse.urlunsplit(parts._replace(netloc=f"***@{netloc}"))
-    if "@" not in url:  # not a URL (a setting refused as one): whatever precedes an @ is hidden
-        return url
+        if "@" in parts.netloc:
+            netloc = parts.netloc.rpartition("@")[2]  # host[:port], as written
+            parts = parts._replace(netloc=f"***@{netloc}")
+        query = "&".join(_name_only(p) for p in parts.query.split("&") if p)
+        fragment = "***" if parts.fragment else ""
+        return urllib.parse.urlunsplit(parts._replace(query=query, fragment=fragment))
+    # not a URL (a setting refused as one): what follows a ? or # and what precedes an @ hidden
     head, sep, rest = url.partition("://")
     if not sep:
         head, rest = "", url
-    return f"{head}{sep}***@{rest.rpartition('@')[2]}"
+    cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=-1)
+    if cut >= 0:
+        rest = f"{rest[: cut + 1]}***"
+    if "@" in rest:
+        rest = f"***@{rest.rpartition('@')[2]}"
+    return f"{head}{sep}{rest}"
+
+
+def _name_only(parameter: str) -> str:
+    """A query parameter as errors show it: ``name=***`` (a bare value: ``***``)."""
+    name, equals, _ = parameter.partition("=")
+    return f"{name}=***" if equals else "***"
