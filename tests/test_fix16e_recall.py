@@ -65,8 +65,9 @@ def test_a_traversal_starts_from_an_event_towards_the_frames_citing_it(
     ]
     both = ctx.recall.frame(evidence, direction="both", include_events=True)
     assert [n.id for n in both.nodes] == [evidence, "pay/issue", "pay/fix"]
+    assert ctx.recall.frame(evidence).nodes == page.nodes  # the default from an event: down
     with pytest.raises(InputError, match="descendants"):
-        ctx.recall.frame(evidence)
+        ctx.recall.frame(evidence, direction="ancestors")
     with pytest.raises(RecordNotFoundError, match="no event @e99"):
         ctx.recall.frame("@e99", direction="descendants")
 

@@ -184,7 +184,7 @@ def test_bad_arguments(chain: morphz.Context) -> None:
         with pytest.raises(RecordNotFoundError):
             chain.recall.frame(missing)
     with pytest.raises(InputError, match="no ancestors"):  # an event is a root walked down
-        chain.recall.frame("@e1")
+        chain.recall.frame("@e1", direction="ancestors")
 
 
 def test_relation_cycles_end(ctx: morphz.Context) -> None:

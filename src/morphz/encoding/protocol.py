@@ -109,9 +109,9 @@ not-found, budget) naming the operation, line and column; nothing was changed.")
  (recall "Use the recall tool to find what is no longer in view: search by words and/or time
 range (since inclusive, until exclusive, with a UTC offset), read an event by ref in pages, or
 traverse from a frame through its sources and relations (ancestors, descendants or both, depth
-up to 4). Search finds a frame's earlier bodies through the transaction that revised it. Results
-arrive as a new recall_result observation; they enter your mind only when you derive from
-them.")
+up to 4), or from an event to the frames citing it. Search finds a frame's earlier bodies
+through the transaction that revised it. Results arrive as a new recall_result observation;
+they enter your mind only when you derive from them.")
  (capacity "The kernel shows context pressure: normal, notice, warning or critical, with the
 tokens of this request (figure: estimated, calibrated from the provider's reports, or exact)
 and the budget. Keep room: derive conclusions from processed observations and retire them;

@@ -192,9 +192,9 @@ def read_command(*, args: tuple[str, ...], offset: int, limit: int, db_path: str
 @click.option(
     "--direction",
     type=click.Choice(DIRECTIONS),
-    default="ancestors",
-    show_default=True,
-    help="ancestors: what the frame derives from; descendants: what cites it; both.",
+    default=None,
+    help="ancestors: what the frame derives from; descendants: what cites it; both. "
+    "[default: ancestors from a frame, descendants from an event]",
 )
 @click.option("--include-events", is_flag=True, help="Also visit source events (with previews).")
 @click.option("--include-bodies", is_flag=True, help="Include the frames' bodies.")
@@ -208,7 +208,7 @@ def frame_command(
     *,
     args: tuple[str, ...],
     depth: int,
-    direction: str,
+    direction: str | None,
     include_events: bool,
     include_bodies: bool,
     budget: int,
@@ -219,8 +219,8 @@ def frame_command(
     """Follow a frame's source and relation links, breadth-first, from FRAME_ID.
 
     One positional argument is the FRAME_ID (in context-default); give two for CTX and
-    FRAME_ID. FRAME_ID may be an event ref (@e12) walked --direction descendants or both: the
-    frames citing it, and on from them. A cursor is valid only while the mind stays at the
+    FRAME_ID. FRAME_ID may be an event ref (@e12), walked descendants (the default there) or
+    both: the frames citing it, and on from them. A cursor is valid only while the mind stays at the
     version the traversal started from."""
     context_id, frame_id = _context_and(args, "FRAME_ID", required=True)
     assert frame_id is not None
@@ -228,7 +228,7 @@ def frame_command(
         page = ctx.recall.frame(
             frame_id,
             depth=depth,
-            direction=cast(Direction, direction),
+            direction=cast(Direction | None, direction),
             include_events=include_events,
             include_bodies=include_bodies,
             budget=budget,

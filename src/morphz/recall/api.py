@@ -79,13 +79,15 @@ class Recall:
         frame_id: str,
         *,
         depth: int = 2,
-        direction: Direction = "ancestors",
+        direction: Direction | None = None,
         include_events: bool = False,
         include_bodies: bool = False,
         budget: int = 50,
         cursor: str | None = None,
     ) -> TraversalPage:
-        """Traverse from a frame through source and relation links (depth <= 4)."""
+        """Traverse from a frame, or an event ref, through source and relation links (depth <=
+        4); ``direction`` by default ancestors from a frame, descendants (the frames citing it)
+        from an event."""
         with self.ctx.db.store.read(self.ctx.id) as r:
             key = r.recall.secret(CURSOR_KEY)
             return traverse(

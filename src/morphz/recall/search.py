@@ -42,6 +42,7 @@ from morphz.recall.documents import (
     time_us,
 )
 from morphz.recall.tokenize import (
+    BODY_ONLY,
     all_in_body,
     any_in_body,
     number_phrases,
@@ -177,11 +178,17 @@ def _match(r: ReadTxn, terms: list[str], query: str) -> str:
     would read as "nothing holds these words"). Numbers written with separators (1.2.3,
     2026-08-04) add their groups as a phrase (:func:`number_phrases`), and each passage the
     query quotes its words as one (:func:`quoted_phrases`): a text holding them as written
-    ranks first, and the words still match apart."""
+    ranks first (in its own text, not in the next turn's context), and the words still match
+    apart."""
     quoted = [quote_term(t) for t in terms]
     if len(quoted) == 1:
         return quoted[0]
-    phrases = list(dict.fromkeys([*quoted_phrases(query), *number_phrases(query)]))
+    # in the document's own text only: the next turn, whose near column holds this text, must
+    # not rank as if it held the passage
+    phrases = [
+        BODY_ONLY + phrase
+        for phrase in dict.fromkeys([*quoted_phrases(query), *number_phrases(query)])
+    ]
     rare = [q for q in quoted if r.recall.doc_frequency(q, COMMON_DOCS + 1) <= COMMON_DOCS]
     if rare:
         return " OR ".join(rare + phrases)

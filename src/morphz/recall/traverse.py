@@ -252,12 +252,14 @@ def traverse(
     frame_id: str,
     *,
     depth: int = 2,
-    direction: Direction = "ancestors",
+    direction: Direction | None = None,
     include_events: bool = False,
     include_bodies: bool = False,
     budget: int = 50,
     cursor: str | None = None,
 ) -> TraversalPage:
+    if direction is None:  # the way that can walk from the root: what an event's citers are
+        direction = "descendants" if isinstance(frame_id, str) and is_ref(frame_id) else "ancestors"
     if direction not in ("ancestors", "descendants", "both"):
         raise InputError("direction must be ancestors, descendants or both")
     for name, flag in (("include_events", include_events), ("include_bodies", include_bodies)):

@@ -32,7 +32,8 @@ RECALL = ToolSchema(
     "kinds (observations, frames, replies, transactions, or an event kind such as "
     "tool_result) and lifecycle (active, retiring, retired) to narrow it; "
     "op=read: one event by ref (@e42) in pages (offset, limit characters); op=frame: traverse "
-    "from frame_id through sources and relations (direction ancestors|descendants|both, depth "
+    "from frame_id (or from an event ref: what cites it) through sources and relations "
+    "(direction ancestors|descendants|both, depth "
     "1-4). The result arrives as a recall_result observation; a page is cut to show whole in "
     "your inbox (next_cursor or next_offset says where to go on).",
     {
