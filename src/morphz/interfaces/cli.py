@@ -54,6 +54,20 @@ class MorphzGroup(click.Group):
         stopping.forget()
         return super().main(*args, **kwargs)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """The arguments, each valid UTF-8: bytes that are not (a terminal or script in
+        another encoding) reach Python as lone surrogates, which every store and model
+        refuses; a usage error names the first such argument as it was given."""
+        for number, arg in enumerate(args, start=1):
+            if unicode_problem(arg) is not None:
+                given = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                raise click.UsageError(
+                    f"argument {number} ({given}) is not valid UTF-8: check the terminal's or "
+                    "the script's encoding (the locale) and give it again",
+                    ctx,
+                )
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)

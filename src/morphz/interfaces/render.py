@@ -338,11 +338,18 @@ def events(items: Sequence[Event]) -> str:
     return table(("ref", "kind", "session", "time", "version", "clock", "text"), rows)
 
 
+def counted(number: int, noun: str) -> str:
+    """``number`` and ``noun``, plural unless one ("1 commit", "2 commits")."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def audit(report: AuditReport) -> str:
-    verdict = "audit: ok" if report.ok else f"audit: FAILED ({len(report.differences)} differences)"
+    found = counted(len(report.differences), "difference")
+    verdict = "audit: ok" if report.ok else f"audit: FAILED ({found})"
+    replayed = f"{counted(report.events, 'event')} replayed, {counted(report.commits, 'commit')}"
     lines = [
         verdict,
-        f"context {report.context}: {report.events} events replayed, {report.commits} commits",
+        f"context {report.context}: {replayed}",
         f"stored head   {report.stored_head}",
         f"replayed head {report.replayed_head}",
     ]
