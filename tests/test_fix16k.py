@@ -55,11 +55,16 @@ def test_an_unknown_configuration_key_names_its_file(tmp_path: Path) -> None:
     )
 
 
-def test_an_argument_not_in_utf8_is_a_usage_error_naming_it(tmp_path: Path) -> None:
+def test_a_text_argument_not_in_utf8_is_refused_naming_it(tmp_path: Path) -> None:
     code, _, err = _run(tmp_path, "context", "create", "caf\udce9")
-    assert code == 2
-    assert "(caf\\xe9) is not valid UTF-8" in err
+    assert code == 1
+    assert "error (input): '[CTX]' is not valid UTF-8 (caf\\xe9)" in err
     assert not (tmp_path / "m.db").exists()
+    assert _run(tmp_path, "context", "create")[0] == 0
+    code, _, err = _run(
+        tmp_path, "context", "observe", "--kind", "user_message", "--text", "\udce9"
+    )
+    assert code == 1 and "'--text' is not valid UTF-8 (\\xe9)" in err
 
 
 def test_recall_frame_takes_an_events_full_identity(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ import morphz
 from morphz import DEFAULT_CONTEXT, DEFAULT_SESSION, DEFAULT_WINDOW, OBSERVATION_KINDS
 from morphz import demo as demo_module
 from morphz.checks import check_id, check_window
-from morphz.interfaces import render, stopping, unwritten
+from morphz.interfaces import arguments, render, stopping, unwritten
 from morphz.owners import owner_alive, still_runs
 from morphz.store.base import ActivationRow
 from morphz.txlang.sexpr import unicode_problem
@@ -44,7 +44,7 @@ FORMATS = ("json", "text")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class MorphzGroup(click.Group):
+class MorphzGroup(arguments.CheckedGroup):
     """The root group; the one place where a MorphzError becomes output and exit status 1, and
     where a command stopped by a signal is noted (:mod:`morphz.interfaces.stopping`)."""
 
@@ -53,20 +53,6 @@ class MorphzGroup(click.Group):
         (acting on one is :func:`run`'s, the process's entry point)."""
         stopping.forget()
         return super().main(*args, **kwargs)
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        """The arguments, each valid UTF-8: bytes that are not (a terminal or script in
-        another encoding) reach Python as lone surrogates, which every store and model
-        refuses; a usage error names the first such argument as it was given."""
-        for number, arg in enumerate(args, start=1):
-            if unicode_problem(arg) is not None:
-                given = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-                raise click.UsageError(
-                    f"argument {number} ({given}) is not valid UTF-8: check the terminal's or "
-                    "the script's encoding (the locale) and give it again",
-                    ctx,
-                )
-        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
