@@ -435,7 +435,7 @@ def test_chat_recovers_orphans_when_it_starts(
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
     script = tmp_path / "script.json"
-    script.write_text("[]")
+    script.write_text('[{"reply": "unused"}]')  # (an empty script is refused)
     args = ["chat", "--model", f"scripted:{script}", "--db", str(path)]
     result = CliRunner().invoke(main, [*args, "--workspace", str(tmp_path)], input="/quit\n")
     assert result.exit_code == 0, (result.output, result.exception)

@@ -427,12 +427,14 @@ class Context:
     ) -> ev.Event:
         """Append a runtime event in one write transaction: ``before`` checks (or writes) the
         state under the writer lock first, ``on_write`` writes what goes with the event; a
-        callable ``payload`` is read after ``before``."""
+        callable ``payload`` is read after ``before``. The event's time is taken after
+        ``before`` too, under the writer lock, so what ``before`` appends is not later than it
+        (event times follow seq order within a write)."""
         check_id(session, "session id")
-        recorded = self.db.timestamp()
         with self.db.store.write(self.id) as w:
             if before is not None:
                 before(w)
+            recorded = self.db.timestamp()
             if callable(payload):
                 payload = payload()
             row = w.row

@@ -262,17 +262,11 @@ def parse_line(number: int, line: str) -> Checked:
         )
     if "text" not in record:
         raise HistoryImportError(f'line {number}: "text" is required', line=number)
-    if isinstance(record.get("kind"), str) and record["kind"] in NOT_IMPORTED:
-        raise HistoryImportError(
-            f"line {number}: kind {record['kind']!r} is written by the runtime for its own "
-            "turns and is not searchable on its own: import an assistant's turn as "
-            'external_event (or user_message) with meta such as {"speaker": "assistant"}',
-            line=number,
-        )
+    kind = _import_kind(number, record.get("kind"))
     try:
         return check(
             Observation(
-                record.get("kind", "user_message"),
+                kind,
                 record["text"],
                 record.get("time"),
                 record.get("meta"),
@@ -280,6 +274,27 @@ def parse_line(number: int, line: str) -> Checked:
         )
     except MorphzError as exc:
         raise HistoryImportError(f"line {number}: {exc.message}", line=number) from exc
+
+
+def _import_kind(number: int, kind: Any) -> str:
+    """The line's kind: user_message when absent or null (as time and meta take their defaults
+    when null), else one an import takes, or a HistoryImportError naming it as the file has it."""
+    if kind is None:
+        return "user_message"
+    if isinstance(kind, str) and kind in NOT_IMPORTED:
+        raise HistoryImportError(
+            f"line {number}: kind {kind!r} is written by the runtime for its own "
+            "turns and is not searchable on its own: import an assistant's turn as "
+            'external_event (or user_message) with meta such as {"speaker": "assistant"}',
+            line=number,
+        )
+    if not isinstance(kind, str) or kind not in OBSERVATION_KINDS:
+        said = repr(kind) if isinstance(kind, str) else json.dumps(kind, ensure_ascii=False)
+        kinds = ", ".join(sorted(OBSERVATION_KINDS - NOT_IMPORTED))
+        raise HistoryImportError(
+            f"line {number}: unknown observation kind {said}: use one of {kinds}", line=number
+        )
+    return kind
 
 
 def read_lines(source: str | Path | IO[str] | IO[bytes]) -> Iterator[tuple[int, str]]:

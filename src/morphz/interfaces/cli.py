@@ -12,6 +12,7 @@ docs/cli.md.
 from __future__ import annotations
 
 import codecs
+import errno
 import json
 import os
 import sys
@@ -26,7 +27,8 @@ import click
 import morphz
 from morphz import DEFAULT_CONTEXT, DEFAULT_SESSION, DEFAULT_WINDOW, OBSERVATION_KINDS
 from morphz import demo as demo_module
-from morphz.interfaces import render, stopping
+from morphz.checks import check_id, check_window
+from morphz.interfaces import arguments, render, stopping, unwritten
 from morphz.owners import owner_alive, still_runs
 from morphz.store.base import ActivationRow
 from morphz.txlang.sexpr import unicode_problem
@@ -42,7 +44,7 @@ FORMATS = ("json", "text")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class MorphzGroup(click.Group):
+class MorphzGroup(arguments.CheckedGroup):
     """The root group; the one place where a MorphzError becomes output and exit status 1, and
     where a command stopped by a signal is noted (:mod:`morphz.interfaces.stopping`)."""
 
@@ -56,7 +58,9 @@ class MorphzGroup(click.Group):
         try:
             return super().invoke(ctx)
         except morphz.MorphzError as exc:
-            report_error(exc, ctx.meta.get(FORMAT_KEY, "text"))
+            fmt = ctx.meta.get(FORMAT_KEY, "text")
+            with unwritten.reporting_a_refusal(render.error(_for_the_command_line(exc))):
+                report_error(exc, fmt)
             ctx.exit(1)
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP passed to SIGINT's handler
             stopping.interrupted()
@@ -108,11 +112,17 @@ def out(text: str) -> None:
     is not a terminal; stored text, such as a tool result with colour codes, must come out as
     it was stored and as a model is sent it.) On a terminal whose encoding cannot hold a
     character (a Latin-1 locale), that character is shown as a backslash escape instead of
-    failing."""
+    failing. Standard output refusing it (a full disk) is :class:`unwritten.OutputNotWritten`;
+    a broken pipe stays click's (exit status 1, nothing printed)."""
     if not _utf8_out():
         encoding = _out_encoding()
         text = text.encode(encoding, "backslashreplace").decode(encoding)
-    click.echo(text, color=True)
+    try:
+        click.echo(text, color=True)
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            raise
+        raise unwritten.OutputNotWritten(exc) from None
 
 
 def emit(fmt: str, data: Any, text: Callable[[], str]) -> None:
@@ -301,6 +311,9 @@ def context_group() -> None:
 @format_option
 def create_command(*, context_id: str, window: int | None, db_path: str, fmt: str) -> None:
     """Create context CTX (default: context-default)."""
+    check_id(context_id, "context id")  # before the store is created: a refusal leaves none
+    if window is not None:
+        check_window(window)
     with open_store(db_path, create=True) as db:
         status = db.create_context(context_id, window=window).status(local_time=local_now())
     emit(

@@ -40,6 +40,7 @@ from morphz.interfaces.cli import (
     report_error,
 )
 from morphz.owners import current_owner
+from morphz.recall.tokenize import query_terms
 from morphz.runtime.agent_tools import agent_tools
 from morphz.runtime.config import Settings, config_paths, load, make_model, read_profile
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
@@ -543,16 +544,17 @@ def _slash(engine: Engine, session: str, line: str) -> bool:
     if command == "/status":  # the pressure of the request the agent would be sent now
         pressure = engine.encoding(session).pressure.to_dict()
         out(render.status(replace(ctx.status(), pressure=pressure)))
-    elif command == "/mind":
-        out(render.mind(ctx.mind(), all_observations=False))
+    elif command == "/mind" and rest.strip() in ("", "all"):  # /mind all: retired ones too
+        every = rest.strip() == "all"
+        out(render.mind(ctx.mind(all_observations=every), all_observations=every, for_all=MIND_ALL))
     elif command == "/encoding":
         out(engine.encoding(session).text)
     elif command == "/recall" and rest.strip():
-        out(render.search_page(ctx.recall.search(rest.strip())))
+        out(_recall(ctx, rest.strip()))
     elif command == "/requests":  # what this chat's activations sent, prefix reuse included
         stats = request_stats(ctx, pick_activations(ctx, last=5))
         out(render.request_stats(stats, total(stats)))
-    elif command in ("/help", "/recall"):
+    elif command in ("/help", "/recall", "/mind"):
         out(COMMANDS)
     else:
         out(f"unknown command {render.visible(command)}: the line was not sent to the agent")
@@ -560,7 +562,22 @@ def _slash(engine: Engine, session: str, line: str) -> bool:
     return True
 
 
+MIND_ALL = "/mind all for all"
+
+
+def _recall(ctx: morphz.Context, query: str) -> str:
+    """/recall QUERY: the search's first page; /recall takes no cursor and no time range, so
+    what needs them is said as the `morphz context recall search` command that has them."""
+    search = ["morphz", "context", "recall", "search", ctx.id]
+    if not query_terms(query):
+        raise morphz.InputError(
+            f"nothing searchable in {query!r} (only very common words, symbols or emoji): add "
+            f"specific words; `{shlex.join(search)} --since T --until T` searches a time range"
+        )
+    return render.search_page(ctx.recall.search(query), command=shlex.join([*search, query]))
+
+
 COMMANDS = (
-    "commands: /status, /mind, /encoding, /requests, /recall QUERY, /quit, /help "
+    "commands: /status, /mind [all], /encoding, /requests, /recall QUERY, /quit, /help "
     "(a line that begins with // is sent to the agent without its first /)"
 )

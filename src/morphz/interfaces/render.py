@@ -200,7 +200,11 @@ def contexts(statuses: Sequence[Status]) -> str:
     return table(headers, rows)
 
 
-def mind(m: Mind, *, all_observations: bool = False) -> str:
+def mind(
+    m: Mind, *, all_observations: bool = False, for_all: str = "--all-observations for all"
+) -> str:
+    """The mind as tables; ``for_all`` says how to see the retired observations too (where
+    the caller has its own way)."""
     frames = [
         (
             f.id,
@@ -216,7 +220,7 @@ def mind(m: Mind, *, all_observations: bool = False) -> str:
     observations = [
         (o.ref, o.kind, o.lifecycle, _yes(o.protected), str(o.chars)) for o in m.observations
     ]
-    which = "all" if all_observations else "active or protected; --all-observations for all"
+    which = "all" if all_observations else f"active or protected; {for_all}"
     parts = [
         f"context {m.context}  version {m.version}  clock {m.clock}",
         section("Frames (projection order)", table(frame_headers, frames) if frames else NONE),
@@ -334,11 +338,18 @@ def events(items: Sequence[Event]) -> str:
     return table(("ref", "kind", "session", "time", "version", "clock", "text"), rows)
 
 
+def counted(number: int, noun: str) -> str:
+    """``number`` and ``noun``, plural unless one ("1 commit", "2 commits")."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def audit(report: AuditReport) -> str:
-    verdict = "audit: ok" if report.ok else f"audit: FAILED ({len(report.differences)} differences)"
+    found = counted(len(report.differences), "difference")
+    verdict = "audit: ok" if report.ok else f"audit: FAILED ({found})"
+    replayed = f"{counted(report.events, 'event')} replayed, {counted(report.commits, 'commit')}"
     lines = [
         verdict,
-        f"context {report.context}: {report.events} events replayed, {report.commits} commits",
+        f"context {report.context}: {replayed}",
         f"stored head   {report.stored_head}",
         f"replayed head {report.replayed_head}",
     ]
@@ -368,9 +379,11 @@ def _score(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def search_page(page: SearchPage) -> str:
+def search_page(page: SearchPage, *, command: str | None = None) -> str:
     """A table of hits (event ref or frame id, kind, time, score, lifecycle, preview), then how
-    the page was ordered and the cursor of the next page."""
+    the page was ordered and the cursor of the next page; with ``command`` (the search as a
+    command line, for a caller that takes no cursor or time range), the command that shows the
+    next page."""
     if page.order == "relevance":
         order = f"ranked by relevance (matched: {', '.join(page.terms) or '-'})"
     else:
@@ -395,11 +408,13 @@ def search_page(page: SearchPage) -> str:
         body, summary = "no hits", order
     if page.next_cursor:
         after = f"next cursor: {page.next_cursor}"
+        if command is not None:
+            after = f"more: {command} --cursor {page.next_cursor}"
     elif page.truncated:
-        after = (
-            "stopped: a ranked walk returns at most 2,000 results and more match; narrow the "
-            "query or add a time range"
+        narrow = (
+            "narrow the query" if command is not None else "narrow the query or add a time range"
         )
+        after = f"stopped: a ranked walk returns at most 2,000 results and more match; {narrow}"
     else:
         after = "no more results (no next cursor)"
     return "\n".join([body, summary, after])

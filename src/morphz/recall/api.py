@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from morphz.checks import check_progress
 from morphz.errors import InputError
 from morphz.events import Event
+from morphz.ids import make_ref
 from morphz.observe import Observation
 from morphz.recall import maintain
 from morphz.recall.documents import time_us
-from morphz.recall.read import DEFAULT_READ_CHARS, ReadPage, read
+from morphz.recall.read import DEFAULT_READ_CHARS, ReadPage, parse_identity, read
 from morphz.recall.search import SearchPage, search
 from morphz.recall.traverse import Direction, TraversalPage, traverse
 
@@ -87,7 +88,10 @@ class Recall:
     ) -> TraversalPage:
         """Traverse from a frame, or an event ref, through source and relation links (depth <=
         4); ``direction`` by default ancestors from a frame, descendants (the frames citing it)
-        from an event."""
+        from an event. An event's full identity (``CTX:@e42``, as :meth:`read` takes it) names
+        its ref (no frame id holds ``@``)."""
+        if isinstance(frame_id, str) and ":@" in frame_id:
+            frame_id = make_ref(parse_identity(self.ctx.id, frame_id))
         with self.ctx.db.store.read(self.ctx.id) as r:
             key = r.recall.secret(CURSOR_KEY)
             return traverse(

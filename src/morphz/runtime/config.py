@@ -111,10 +111,18 @@ def load(home: Path, project: Path, env: Mapping[str, str]) -> Settings:
     files = config_files(home, project)
     for path in files:
         data = _read(path)
+        _known_keys(data, f" in {path}")  # named with its file: there may be two
         if isinstance(data.get("profile"), str):  # a path relative to the file that names it
             data["profile"] = str(path.parent / Path(data["profile"]).expanduser())
         merged = _merged(merged, data)
     return _settings(merged, env, tuple(files))
+
+
+def _known_keys(data: dict[str, Any], where: str) -> None:
+    unknown = set(data) - _KEYS
+    if unknown:
+        use = ", ".join(sorted(_KEYS))
+        raise InputError(f"unknown configuration keys {sorted(unknown)}{where}: use {use}")
 
 
 def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -136,9 +144,7 @@ _KEYS = frozenset(
 
 
 def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, ...]) -> Settings:
-    unknown = set(data) - _KEYS
-    if unknown:
-        raise InputError(f"unknown configuration keys {sorted(unknown)}")
+    _known_keys(data, "")
     policies = dict(DEFAULT_POLICIES)
     for tool, policy in _table(data, "policies", 'exec = "ask"').items():
         if policy not in POLICIES:

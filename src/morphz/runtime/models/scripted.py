@@ -147,6 +147,10 @@ class ScriptedModel:
             raise InputError(f"cannot read the script {path}: {exc}") from exc
         if not isinstance(data, list):
             raise InputError(f"the script {path} must be a JSON list of steps")
+        if not data:  # it could answer no request
+            raise InputError(
+                f'the script {path} has no steps: give at least one, e.g. [{{"reply": "done"}}]'
+            )
         return cls(data, name=script_name(path))
 
     @property
@@ -156,7 +160,8 @@ class ScriptedModel:
     async def request(self, request: ModelRequest) -> ModelResponse:
         if self.position >= len(self.steps):
             count = len(self.steps)
-            raise BadResponseError(f"the script has only {count} step{'s' if count != 1 else ''}")
+            has = f"only {count} step{'s' if count != 1 else ''}" if count else "no steps"
+            raise BadResponseError(f"the script has {has}")
         index = self.position
         step = self.steps[index]
         self.position += 1

@@ -1,0 +1,122 @@
+"""Output the command line could not write: standard output on a full disk (``> log`` with no
+room, ``/dev/full``) or failing with an I/O error after the command did its work.
+
+:func:`morphz.interfaces.cli.out` raises :class:`OutputNotWritten` (a broken pipe, the reader
+having stopped, stays click's: exit status 1, silent). The root group gives it the command
+that was running, and it tells, on standard error and without a traceback, that the output is
+lost and whether that command changed the store (so a script does not run it again), with exit
+status :data:`EXIT_STATUS`, distinct from 1 ("refused; the store is unchanged"). A refusal
+whose JSON could not be written goes to standard error as text, with exit status 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+import click
+
+EXIT_STATUS = 3
+# Commands that never change the store ("context budget" and "context view" change it when
+# given options, so they are not here; an unknown command is taken to have changed it).
+READ_ONLY = frozenset(
+    {
+        "context list",
+        "context status",
+        "context show",
+        "context audit",
+        "context events",
+        "context encoding",
+        "context requests",
+        "context recall search",
+        "context recall read",
+        "context recall frame",
+        "context recall-index inspect",
+    }
+)
+
+
+class OutputNotWritten(click.ClickException):
+    """Standard output refused what a command printed (``reason``: the system's words)."""
+
+    exit_code = EXIT_STATUS
+
+    def __init__(self, cause: OSError) -> None:
+        self.cause = cause
+        self.reason = cause.strerror or str(cause)
+        self.command = _running_command()
+        super().__init__(self._said())
+        _quiet_stdout()
+
+    def _said(self) -> str:
+        command = f"`morphz {self.command}`" if self.command else "the command"
+        if self.command in READ_ONLY:
+            return (
+                f"the output of {command} could not be written: {self.reason}; it changes "
+                "nothing, so run it again once its output can be written"
+            )
+        return (
+            f"{command} did its work and what it changed in the store is kept, but its output "
+            f"could not be written: {self.reason}; do not run it again for the output: "
+            "`morphz context events` and `morphz context show` show the store as it is now"
+        )
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"error (output): {self.message}", err=True)
+
+
+class RefusalNotWritten(OutputNotWritten):
+    """Standard output refused a refusal's JSON: the store is unchanged (exit status 1)."""
+
+    exit_code = 1
+
+    def _said(self) -> str:
+        return (
+            f"the refusal above could not be written to standard output: {self.reason}; "
+            "the store is unchanged"
+        )
+
+
+@contextmanager
+def reporting_a_refusal(text: str) -> Iterator[None]:
+    """Print a refusal in the block; when standard output cannot take it, ``text`` (the
+    refusal for a person) goes to standard error and the failure says the store is unchanged."""
+    try:
+        yield
+    except OutputNotWritten as exc:
+        click.echo(text, err=True)
+        raise RefusalNotWritten(exc.cause) from None
+
+
+def _running_command() -> str:
+    """The running command's path after ``morphz`` (e.g. ``context observe``); "" outside one."""
+    names: list[str] = []
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(reversed(names))
+
+
+class _Quiet:
+    """Standard output after it failed: what is still buffered is dropped, so the interpreter's
+    last flush does not report the same failure again."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _quiet_stdout() -> None:
+    if not isinstance(sys.stdout, _Quiet):
+        sys.stdout = _Quiet(sys.stdout)
