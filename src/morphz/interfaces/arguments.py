@@ -12,8 +12,9 @@ import click
 from morphz.errors import InputError
 from morphz.txlang.sexpr import unicode_problem
 
-# parameters that are (or hold) file paths: --db, a model spec (scripted:PATH), import's FILE
-PATHS = frozenset({"db_path", "model", "model_spec", "import args"})
+# parameters that are file paths: --db, import's FILE. (A model spec, scripted:PATH included,
+# is named to the model in every request: it must be text.)
+PATHS = frozenset({"db_path", "import args"})
 
 
 class CheckedCommand(click.Command):

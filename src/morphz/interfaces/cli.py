@@ -52,7 +52,12 @@ class MorphzGroup(arguments.CheckedGroup):
         """Run the command line; each run starts with no signal noted as having stopped it
         (acting on one is :func:`run`'s, the process's entry point)."""
         stopping.forget()
-        return super().main(*args, **kwargs)
+        try:
+            return super().main(*args, **kwargs)
+        except OSError as exc:  # click's own output (--help, --version) on a full disk
+            if exc.errno == errno.EPIPE:  # the reader stopped: click's handling, as ever
+                raise
+            raise SystemExit(unwritten.help_not_written(exc)) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

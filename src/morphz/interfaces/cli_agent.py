@@ -49,6 +49,7 @@ from morphz.runtime.report import pick_activations, request_stats, total
 from morphz.runtime.tools.base import ApprovalEnded, Tool, ToolRegistry
 from morphz.runtime.tools.shell import shell_tools
 from morphz.runtime.tools.workspace import workspace_tools
+from morphz.txlang.sexpr import unicode_problem
 
 FOLLOW_INTERVAL = 0.1  # seconds between looks at the events a running chat turn recorded
 T = TypeVar("T")
@@ -125,6 +126,12 @@ def prepare(
 ) -> Agent:
     """The settings, the profile, the tools and then the model (the one with a client to close)
     of an exec or chat run; nothing is opened or created."""
+    if unicode_problem(str(workspace)) is not None:  # bound in every request: it must be text
+        shown = os.fsencode(workspace).decode("utf-8", "backslashreplace")
+        raise morphz.InputError(
+            f"--workspace {shown} is not valid UTF-8: the workspace folder is named to the model "
+            "in every request, as text; give a folder whose path is UTF-8"
+        )
     settings = load(Path.home(), Path.cwd(), os.environ)
     profile = read_profile(profile_path) if profile_path is not None else settings.profile
     # the bound profile and the configured one (a later run without --profile reads it again)
@@ -567,14 +574,19 @@ MIND_ALL = "/mind all for all"
 
 def _recall(ctx: morphz.Context, query: str) -> str:
     """/recall QUERY: the search's first page; /recall takes no cursor and no time range, so
-    what needs them is said as the `morphz context recall search` command that has them."""
-    search = ["morphz", "context", "recall", "search", ctx.id]
+    what needs them is said as the `morphz context recall search` command that has them, on
+    this chat's store, its options before ``--`` (a query may begin with a dash)."""
+    store = getattr(ctx.db.store, "path", None)  # a SQLite store's file
+    where = [] if store is None else ["--db", str(store)]
+    search = shlex.join(["morphz", "context", "recall", "search", *where])
     if not query_terms(query):
         raise morphz.InputError(
             f"nothing searchable in {query!r} (only very common words, symbols or emoji): add "
-            f"specific words; `{shlex.join(search)} --since T --until T` searches a time range"
+            f"specific words; `{search} --since T --until T -- {shlex.quote(ctx.id)}` searches "
+            "a time range"
         )
-    return render.search_page(ctx.recall.search(query), command=shlex.join([*search, query]))
+    arguments = shlex.join(["--", ctx.id, query])
+    return render.search_page(ctx.recall.search(query), command=(search, arguments))
 
 
 COMMANDS = (

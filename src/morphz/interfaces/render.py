@@ -379,11 +379,11 @@ def _score(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def search_page(page: SearchPage, *, command: str | None = None) -> str:
+def search_page(page: SearchPage, *, command: tuple[str, str] | None = None) -> str:
     """A table of hits (event ref or frame id, kind, time, score, lifecycle, preview), then how
     the page was ordered and the cursor of the next page; with ``command`` (the search as a
-    command line, for a caller that takes no cursor or time range), the command that shows the
-    next page."""
+    command line, its options and its arguments, for a caller that takes no cursor or time
+    range), the command that shows the next page (the cursor among the options)."""
     if page.order == "relevance":
         order = f"ranked by relevance (matched: {', '.join(page.terms) or '-'})"
     else:
@@ -409,7 +409,8 @@ def search_page(page: SearchPage, *, command: str | None = None) -> str:
     if page.next_cursor:
         after = f"next cursor: {page.next_cursor}"
         if command is not None:
-            after = f"more: {command} --cursor {page.next_cursor}"
+            options, arguments = command
+            after = f"more: {options} --cursor {page.next_cursor} {arguments}"
     elif page.truncated:
         narrow = (
             "narrow the query" if command is not None else "narrow the query or add a time range"

@@ -79,6 +79,19 @@ class RefusalNotWritten(OutputNotWritten):
         )
 
 
+def help_not_written(cause: OSError) -> int:
+    """Say that what click printed itself (--help, --version, a usage text) could not be
+    written, with nothing run; the exit status to end with."""
+    reason = cause.strerror or str(cause)
+    click.echo(
+        f"error (output): the help or version text could not be written: {reason}; nothing "
+        "was run or changed",
+        err=True,
+    )
+    _quiet_stdout()
+    return EXIT_STATUS
+
+
 @contextmanager
 def reporting_a_refusal(text: str) -> Iterator[None]:
     """Print a refusal in the block; when standard output cannot take it, ``text`` (the
