@@ -6,19 +6,18 @@ from a real HTTP server on loopback reached through the official SDKs. No networ
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from adapter_calls import request_once
 from loopback import Request, Server
 from morphz.runtime.models.anthropic_messages import AnthropicMessagesModel
 from morphz.runtime.models.base import (
     AuthError,
     BadResponseError,
     ContextTooLongError,
-    ModelRequest,
     ProviderError,
     RateLimitError,
 )
@@ -68,16 +67,6 @@ def serve(loopback_only: None) -> Iterator[Answers]:
         server.__exit__()
 
 
-def _request(model: OpenAIChatModel | AnthropicMessagesModel) -> Any:
-    async def go() -> Any:
-        try:
-            return await model.request(ModelRequest("(context-encoding)", ()))
-        finally:
-            await model.aclose()
-
-    return asyncio.run(go())
-
-
 def _openai(server: Server, **settings: Any) -> OpenAIChatModel:
     settings = {"api_key": KEY, "sleep": _no_wait, **settings}
     return OpenAIChatModel("loop-model", base_url=f"{server.root}/v1", **settings)
@@ -85,7 +74,7 @@ def _openai(server: Server, **settings: Any) -> OpenAIChatModel:
 
 def _fails(model: OpenAIChatModel | AnthropicMessagesModel) -> ProviderError:
     with pytest.raises(ProviderError) as caught:
-        _request(model)
+        request_once(model)
     error = caught.value
     assert KEY not in error.message and KEY not in str(error)
     return error
@@ -124,7 +113,7 @@ def test_a_200_error_stating_a_server_failure_is_retried_as_that_status(serve: A
     failing = {"error": {"message": f"upstream failed ({KEY})", "code": 503}}
     retries: list[Retry] = []
     server = serve([failing, OK])
-    response = _request(_openai(server, max_retries=1, on_retry=retries.append))
+    response = request_once(_openai(server, max_retries=1, on_retry=retries.append))
     assert response.text == "hi" and len(server.requests) == 2
     (retry,) = retries
     assert KEY not in retry.error.message and "upstream failed (***)" in retry.error.message
@@ -157,7 +146,7 @@ def test_a_200_error_saying_too_long_is_context_too_long(serve: Answers, error: 
 
 def test_an_error_null_beside_the_choices_is_an_answer(serve: Answers) -> None:
     server = serve([{**OK, "error": None}])
-    assert _request(_openai(server)).text == "hi"
+    assert request_once(_openai(server)).text == "hi"
 
 
 def test_an_anthropic_200_error_is_redacted(serve: Answers) -> None:

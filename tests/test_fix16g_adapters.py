@@ -13,13 +13,14 @@ import traceback
 
 import pytest
 
+from adapter_calls import request_once
 from morphz.errors import InputError
 from morphz.runtime.config import Settings, make_model
 from morphz.runtime.models.base import BadResponseError, ContextTooLongError, ProviderError
 from morphz.runtime.models.redaction import hidden
 from morphz.runtime.models.retry import Backoff, parse_retry_after, refused_share
 from morphz.runtime.models.sdk import check_base_url, check_key, without_userinfo
-from test_review16g_adapters import KEY, OK, Exchange, _failure, _request
+from test_review16g_adapters import KEY, OK, Exchange, _failure
 
 # -- secrets
 
@@ -155,7 +156,7 @@ def test_a_choice_error_with_a_retryable_status_is_retried() -> None:
         "error": {"code": 503, "message": "Upstream overloaded"},
     }
     exchange = Exchange([(200, {}, {**OK, "choices": [choice]}), (200, {}, OK)])
-    assert _request(exchange.openai()).text == "hi"
+    assert request_once(exchange.openai()).text == "hi"
     assert len(exchange.sleeps) == 1
 
 

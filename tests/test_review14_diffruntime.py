@@ -8,7 +8,6 @@ by sleeping. Timeouts are only safety nets.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import select
 import signal
@@ -20,9 +19,10 @@ from typing import Any
 
 import pytest
 
+from adapter_calls import request_once
 from loopback import Request, Server, anthropic_message
 from morphz.runtime.models.anthropic_messages import AnthropicMessagesModel
-from morphz.runtime.models.base import ModelRequest, ProviderError
+from morphz.runtime.models.base import ProviderError
 from morphz.runtime.models.openai_compat import OpenAIChatModel
 from stores import cli_env
 
@@ -154,16 +154,6 @@ def answers(loopback_only: None) -> Iterator[list[Any]]:
         yield [server, queue]
 
 
-def _ask(model: OpenAIChatModel | AnthropicMessagesModel) -> Any:
-    async def go() -> Any:
-        try:
-            return await model.request(ModelRequest("(context-encoding)", ()))
-        finally:
-            await model.aclose()
-
-    return asyncio.run(go())
-
-
 def test_a_key_cut_by_the_length_limit_is_still_redacted(answers: list[Any]) -> None:
     """An error body (here with HTTP 200, the path this session added) quoting the key near
     the end of a long message: ``retry.error_text`` cuts the text at 600 characters
@@ -179,7 +169,7 @@ def test_a_key_cut_by_the_length_limit_is_still_redacted(answers: list[Any]) -> 
     queue.append({"error": {"message": message, "code": 401}})
     model = OpenAIChatModel("loop-model", base_url=f"{server.root}/v1", api_key=KEY, sleep=_no_wait)
     with pytest.raises(ProviderError) as caught:
-        _ask(model)
+        request_once(model)
     assert KEY[:-4] not in caught.value.message, caught.value.message[-120:]
 
 
@@ -198,4 +188,4 @@ def test_an_anthropic_overloaded_error_with_http_200_is_retried(answers: list[An
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     queue.extend([overloaded, anthropic_message([{"type": "text", "text": "hi"}])])
     model = AnthropicMessagesModel("claude-x", base_url=server.root, api_key=KEY, sleep=_no_wait)
-    assert _ask(model).text == "hi"
+    assert request_once(model).text == "hi"

@@ -14,19 +14,8 @@ from morphz import Observation
 from morphz.capacity import Budget
 from morphz.encoding.protocol import PROTOCOL
 from morphz.errors import BudgetError, ConflictError, ValidationError
-from morphz.txlang import SList, Str, read_one
 from morphz.txlang.validate import MAX_BODY_DEPTH
-
-
-def _entry(*path: str) -> str:
-    """One entry of the protocol, e.g. ("context-tx", "operations", "checkpoint") or
-    ("lifecycle",): its strings joined, whitespace collapsed."""
-    node = read_one(PROTOCOL)
-    for name in path:
-        assert isinstance(node, SList)
-        node = next(i for i in node.items if isinstance(i, SList) and i.head == name)
-    assert isinstance(node, SList)
-    return " ".join(" ".join(i.value for i in node.items if isinstance(i, Str)).split())
+from protocol_text import entry as protocol_entry
 
 
 def _clock(ctx: morphz.Context) -> int:
@@ -57,7 +46,7 @@ def test_retiring_a_session_leaves_its_observations_in_the_inbox_and_the_protoco
     receipt = ctx.commit('(context-tx (base-version 0) (reason "noise") (retire-session feed))')
     assert receipt.tokens_immediate == 0  # nothing left the request
     assert f"(observation {feed.ref} " in _inbox(ctx, "ops")  # still in view
-    entry = _entry("context-tx", "operations", "retire-session")
+    entry = protocol_entry("context-tx", "operations", "retire-session")
     assert "inbox" in entry or "observation" in entry, entry
 
 
@@ -83,7 +72,7 @@ def test_a_transaction_based_before_a_rollback_is_refused_and_the_protocol_says_
     with pytest.raises(ConflictError) as refused:  # only the observation: untouched since 3
         ctx.commit(f'(context-tx (base-version 3) (reason "read") (retire {note.ref}))')
     assert refused.value.details["changed_boundaries"] == ["mind (rolled back)"]
-    concurrency = _entry("concurrency")
+    concurrency = protocol_entry("concurrency")
     said = ("before a rollback", "across a rollback", "after a rollback", "rolled back")
     assert any(s in concurrency for s in said), concurrency
 
@@ -101,7 +90,7 @@ def test_the_protocol_says_a_checkpoint_name_must_be_new(ctx: morphz.Context) ->
     ctx.commit("(context-tx (base-version 1) (checkpoint before-refactor))")
     with pytest.raises(ValidationError):
         ctx.commit("(context-tx (base-version 2) (checkpoint before-refactor))")
-    entry = _entry("context-tx", "operations", "checkpoint")
+    entry = protocol_entry("context-tx", "operations", "checkpoint")
     assert any(s in entry for s in ("exist", "new", "unused", "in use", "drop")), entry
 
 
@@ -116,7 +105,7 @@ def test_the_protocol_says_protect_refuses_retired_content(ctx: morphz.Context) 
     ctx.commit(f'(context-tx (base-version 1) (reason "read") (retire {note.ref}))')
     with pytest.raises(ValidationError, match="restore it first"):
         ctx.commit(f"(context-tx (base-version 2) (protect {note.ref}))")
-    entry = _entry("context-tx", "operations", "protect")
+    entry = protocol_entry("context-tx", "operations", "protect")
     assert "restore" in entry, entry
 
 
@@ -132,7 +121,9 @@ def test_the_protocol_says_when_a_transaction_is_refused_for_budget(ctx: morphz.
     huge = "x" * 40_000  # about 10,000 tokens: more than the hard limit on its own
     with pytest.raises(BudgetError):
         ctx.commit(f'(context-tx (base-version 0) (create notes "{huge}"))')
-    sentences = re.split(r"(?<=[.:;])\s", _entry("capacity") + " " + _entry("receipts"))
+    sentences = re.split(
+        r"(?<=[.:;])\s", protocol_entry("capacity") + " " + protocol_entry("receipts")
+    )
     told = [s for s in sentences if "budget" in s and ("frame" in s or "transaction" in s)]
     assert told, "no sentence says when a transaction is refused with budget"
 
@@ -162,7 +153,7 @@ def test_the_protocol_states_the_text_rules_a_transaction_can_break(
     text = f'(context-tx (base-version 0) (reason "r") {body.format(ref=note.ref)})'
     with pytest.raises(ValidationError):
         ctx.commit(text)
-    rules = _entry("context-tx", "rules")
+    rules = protocol_entry("context-tx", "rules")
     assert any(w in rules for w in words), f"{rule}: not in the rules: {rules}"
 
 
@@ -188,7 +179,7 @@ def test_a_batch_of_arrivals_ticks_the_clock_once_and_the_protocol_says_so(
         ]
     )
     assert _clock(ctx) == before + 1
-    lifecycle = _entry("lifecycle")
+    lifecycle = protocol_entry("lifecycle")
     assert "once" in lifecycle.split("Supersede")[0] or "batch" in lifecycle, lifecycle
 
 
@@ -210,7 +201,7 @@ def test_the_supersede_fast_path_is_stated_for_a_successor_that_already_cites_ol
         "(relate summary supersedes old) (retire old))"
     )
     assert receipt.effects[-1].change == "retired at once: superseded by summary"
-    lifecycle = _entry("lifecycle")
+    lifecycle = protocol_entry("lifecycle")
     assert "derives NEW citing OLD" not in lifecycle, lifecycle
 
 

@@ -6,7 +6,6 @@ network."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import traceback
 from datetime import UTC, datetime, timedelta
@@ -19,10 +18,11 @@ import httpx2
 import pytest
 
 import morphz
+from adapter_calls import request_once
 from loopback import Loopback
 from morphz.errors import InputError, MorphzError
 from morphz.runtime.models.anthropic_messages import AnthropicMessagesModel
-from morphz.runtime.models.base import ContextTooLongError, ModelRequest
+from morphz.runtime.models.base import ContextTooLongError
 from morphz.runtime.models.openai_compat import OpenAIChatModel
 from morphz.runtime.models.retry import Backoff, refused_share
 from test_review11_adapters import Server, activate, in_turn
@@ -69,19 +69,9 @@ class Exchange:
         )
 
 
-def _request(model: OpenAIChatModel | AnthropicMessagesModel) -> Any:
-    async def go() -> Any:
-        try:
-            return await model.request(ModelRequest("(context-encoding)", ()))
-        finally:
-            await model.aclose()
-
-    return asyncio.run(go())
-
-
 def _failure(model: OpenAIChatModel | AnthropicMessagesModel) -> BaseException:
     try:
-        _request(model)
+        request_once(model)
     except Exception as exc:
         return exc
     raise AssertionError("the request did not fail")
@@ -210,7 +200,7 @@ def test_a_retry_after_of_no_time_does_not_spend_every_retry_at_once(retry_after
     Expected: every retry waits at least the backoff's first delay."""
     overloaded = {"error": {"message": "Overloaded", "type": "server_error"}}
     exchange = Exchange([(503, {"retry-after": retry_after}, overloaded)] * 3 + [(200, {}, OK)])
-    response = _request(exchange.openai())
+    response = request_once(exchange.openai())
     assert response.text == "hi"
     assert len(exchange.sleeps) == 3
     assert min(exchange.sleeps) >= 1.0, exchange.sleeps
@@ -326,6 +316,6 @@ def test_deepseek_cached_tokens_are_recorded() -> None:
         "prompt_cache_hit_tokens": 2816,
         "prompt_cache_miss_tokens": 184,
     }
-    response = _request(Exchange([(200, {}, {**OK, "usage": usage})]).openai())
+    response = request_once(Exchange([(200, {}, {**OK, "usage": usage})]).openai())
     assert response.usage is not None
     assert response.usage.cached_input_tokens == 2816, response.usage

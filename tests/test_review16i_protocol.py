@@ -12,21 +12,9 @@ import pytest
 
 import morphz
 from morphz.capacity import Budget
-from morphz.encoding.protocol import PROTOCOL
 from morphz.errors import BudgetError, ValidationError
 from morphz.runtime.agent_tools import RECALL
-from morphz.txlang import SList, Str, read_one
-
-
-def _entry(*path: str) -> str:
-    """One entry of the protocol, e.g. ("context-tx", "operations", "rollback") or
-    ("lifecycle",): its strings joined, whitespace collapsed."""
-    node = read_one(PROTOCOL)
-    for name in path:
-        assert isinstance(node, SList)
-        node = next(i for i in node.items if isinstance(i, SList) and i.head == name)
-    assert isinstance(node, SList)
-    return " ".join(" ".join(i.value for i in node.items if isinstance(i, Str)).split())
+from protocol_text import entry as protocol_entry
 
 
 def _frame_line(ctx: morphz.Context, fid: str) -> str | None:
@@ -128,9 +116,9 @@ def test_protocol_says_a_rollback_brings_an_expired_retiring_frame_back_retired(
     ctx.commit(f'(context-tx (base-version {version}) (reason "back") (rollback cp))')
     assert _frame_line(ctx, "x/a") is None  # the snapshot had it retiring, in view
     told = (
-        _entry("context-tx", "operations", "rollback")
+        protocol_entry("context-tx", "operations", "rollback")
         + " "
-        + _entry("context-tx", "operations", "checkpoint")
+        + protocol_entry("context-tx", "operations", "checkpoint")
     )
     assert re.search(r"window (has )?ended|deadline|comes back retired|returns retired", told), told
 
@@ -146,7 +134,7 @@ def test_protocol_defines_which_tool_results_tick_the_clock() -> None:
     tell whether its own context_tx/recall results, an error result or a denied call advance the
     window. Expected: the sentence says what "real" means (a tool that ran, errors included; a
     call refused before it ran does not tick)."""
-    lifecycle = _entry("lifecycle")
+    lifecycle = protocol_entry("lifecycle")
     sentence = next(s for s in re.split(r"(?<=\.)\s", lifecycle) if "ticks" in s)
     assert "real tool result" not in sentence or re.search(
         r"\bran\b|refused before|not approved|that ran", sentence
@@ -166,6 +154,6 @@ def test_recall_contract_names_the_kinds_a_search_takes() -> None:
     error. Expected: the schema (enum or description) or the protocol's recall entry names them."""
     kinds = RECALL.parameters["properties"]["kinds"]
     named = "enum" in kinds.get("items", {}) or "observations" in (
-        RECALL.description + kinds.get("description", "") + _entry("recall")
+        RECALL.description + kinds.get("description", "") + protocol_entry("recall")
     )
     assert named, RECALL.description
