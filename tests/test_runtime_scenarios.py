@@ -1405,6 +1405,9 @@ async def _many(ctx: morphz.Context, workspace: Path, members: list[Member]) -> 
 def test_a_hundred_sessions_every_commit_accounted_for(
     ctx: morphz.Context, workspace: Path
 ) -> None:
+    # the hundred requests and replies stay in view: about 60,000 tokens at the end, the default
+    # budget's notice level; this test is about accounting, so pressure must stay normal
+    ctx.set_budget(Budget(window=256_000))
     ctx.commit(f"(context-tx (base-version 0) (create {ROSTER} (roster)))", session="setup")
     members = [Member(f"s{i:03d}") for i in range(SESSIONS)]
     results = run(_many(ctx, workspace, members))
