@@ -48,8 +48,8 @@ backslash-quote and a backslash as two backslashes); a semicolon starts a commen
 nest an operation inside a body: a list in a body must not start with an operation name or from;
 to keep such a word as data, quote it, (fact (\\"place\\" paris)), or use another word, (fact
 (location paris)). A target, source, checkpoint or session listed twice in one operation is an
-error, and a body nests at most 196 lists deep. Asking for a state a target is in already is an
-error (retiring a retiring frame keeps its window).")
+error, and a body nests at most 196 lists deep. Asking for the state a target is in already is an
+error, but a retiring frame may be retired again.")
   (operations
    (create "(create ID BODY...)" "a new active frame; the id must not belong to any frame,
 retired ones included (a frame a rollback removed no longer exists)")

@@ -38,6 +38,14 @@ READ_ONLY = frozenset(
 )
 
 
+# Commands whose output runs alongside their work, which the failure stops wherever it was:
+# what is kept of it
+STOPPED = {
+    "chat": "what its turns recorded before is kept (`morphz context events` shows it)",
+    "demo": "with --keep, its store holds what it had recorded by then; without, no store remains",
+}
+
+
 class OutputNotWritten(click.ClickException):
     """Standard output refused what a command printed (``reason``: the system's words)."""
 
@@ -52,6 +60,11 @@ class OutputNotWritten(click.ClickException):
 
     def _said(self) -> str:
         command = f"`morphz {self.command}`" if self.command else "the command"
+        if self.command in STOPPED:
+            return (
+                f"{command} stopped: its output could not be written: {self.reason}; "
+                + (STOPPED[self.command])
+            )
         if self.command in READ_ONLY:
             return (
                 f"the output of {command} could not be written: {self.reason}; it changes "
