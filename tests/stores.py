@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import morphz
 from morphz.store.sqlite_migrations import WRITER_GUARD, writer_guard
@@ -71,6 +72,38 @@ def cli_env(home: Path) -> dict[str, str]:
     env = dict(os.environ, PYTHONPATH=str(SRC), HOME=str(home))
     env.pop("MORPHZ_DB", None)
     return env
+
+
+def isolated_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a CLI child with ``tmp_path/home`` as its home and no MORPHZ_ or
+    OPENAI_ setting of the caller's (``extra`` added, e.g. MORPHZ_DB)."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MORPHZ_", "OPENAI_"))}
+    env.update(HOME=str(home), PYTHONPATH=str(SRC), **extra)
+    return env
+
+
+def run_morphz(
+    tmp_path: Path,
+    *args: str | bytes,
+    stdin: str | None = None,
+    stdout: Any = subprocess.PIPE,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``morphz ARGS`` in a child process in ``tmp_path``, with ``env`` (default:
+    :func:`isolated_env`), ``stdin`` as its input and its output to ``stdout``."""
+    return subprocess.run(
+        [sys.executable, "-m", "morphz", *args],
+        check=False,
+        input=stdin,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env if env is not None else isolated_env(tmp_path),
+        cwd=tmp_path,
+        timeout=120,
+    )
 
 
 def run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

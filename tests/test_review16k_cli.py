@@ -5,7 +5,6 @@ names and passes once it is fixed."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,31 +14,17 @@ from typing import Any
 
 import pytest
 
-SRC = str(Path(__file__).resolve().parent.parent / "src")
+from stores import isolated_env, run_morphz
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MORPHZ_", "OPENAI_"))}
-    env.update(HOME=str(home), PYTHONPATH=SRC, MORPHZ_DB=str(tmp_path / "m.db"))
-    return env
+    return isolated_env(tmp_path, MORPHZ_DB=str(tmp_path / "m.db"))
 
 
 def morphz(
     tmp_path: Path, *args: str, stdin: str | None = None, stdout: Any = subprocess.PIPE
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "morphz", *args],
-        check=False,
-        input=stdin,
-        stdout=stdout,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(tmp_path),
-        cwd=tmp_path,
-        timeout=120,
-    )
+    return run_morphz(tmp_path, *args, stdin=stdin, stdout=stdout, env=_env(tmp_path))
 
 
 def _json_error(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:

@@ -9,40 +9,16 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-SRC = str(Path(__file__).resolve().parent.parent / "src")
+from stores import isolated_env, run_morphz
+
 NOT_UTF8 = b"\xe9"  # Latin-1 "é": a name made in a Latin-1 locale
 
 
-def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MORPHZ_", "OPENAI_"))}
-    env.update(HOME=str(home), PYTHONPATH=SRC, **extra)
-    return env
-
-
-def morphz(
-    tmp_path: Path,
-    *args: str | bytes,
-    stdin: str | None = None,
-    stdout: Any = subprocess.PIPE,
-    env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "morphz", *args],
-        check=False,
-        input=stdin,
-        stdout=stdout,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env if env is not None else _env(tmp_path),
-        cwd=tmp_path,
-        timeout=120,
-    )
+_env = isolated_env
+morphz = run_morphz
 
 
 def _script(tmp_path: Path, name: bytes = b"script.json") -> bytes:

@@ -151,7 +151,7 @@ def lifecycle(frame: FrameView) -> str:
     """``active``, ``retired`` or ``retiring (3 ticks left)``."""
     if frame.lifecycle == "retiring" and frame.remaining_ticks is not None:
         ticks = frame.remaining_ticks
-        return f"retiring ({ticks} tick{'' if ticks == 1 else 's'} left)"
+        return f"retiring ({counted(ticks, 'tick')} left)"
     return frame.lifecycle
 
 
@@ -403,7 +403,7 @@ def search_page(page: SearchPage, *, command: tuple[str, str] | None = None) -> 
         ]
         headers = ("#", "ref/frame", "kind", "time", "score", "lifecycle", "preview")
         body = table(headers, rows, max_width=80)
-        summary = f"{len(page.hits)} hit{'' if len(page.hits) == 1 else 's'}, {order}"
+        summary = f"{counted(len(page.hits), 'hit')}, {order}"
     else:
         body, summary = "no hits", order
     if page.next_cursor:
@@ -542,7 +542,7 @@ def import_report(report: ImportReport) -> str:
     rate = f", {data['rate_per_s']:,} observations/s" if data["rate_per_s"] else ""
     count = report.observations
     return (
-        f"imported {count} observation{'' if count == 1 else 's'} into {report.context}: "
+        f"imported {counted(count, 'observation')} into {report.context}: "
         f"{report.first_ref} .. {report.last_ref} in {data['seconds']} s{rate}"
     )
 
@@ -610,6 +610,6 @@ def _delta_line(s: RequestStats) -> str:
     seeds = ", ".join(f"{reason} {n}" for reason, n in sorted(s.seeds.items()))
     count = sum(s.seeds.values())
     return (
-        f"  {s.activation}: {s.increments} increment{'' if s.increments == 1 else 's'}; "
-        f"{count} seed{'' if count == 1 else 's'} ({seeds})"
+        f"  {s.activation}: {counted(s.increments, 'increment')}; "
+        f"{counted(count, 'seed')} ({seeds})"
     )

@@ -112,10 +112,16 @@ def meta_items(context_id: str, seq: int, text: str | None) -> tuple[tuple[str, 
     items, why = _meta_items(text)
     if why is None:
         return items
-    raise DamagedStoreError(
-        f"event @e{seq} of context '{context_id}' cannot be read: its stored meta is {why}: "
-        f"the store is damaged; run `morphz context audit {context_id}` to see what else is, "
-        "and restore the store from a backup"
+    raise damaged_event(f"event @e{seq}", context_id, f"its stored meta is {why}")
+
+
+def damaged_event(where: str, context_id: str, why: str) -> DamagedStoreError:
+    """The error for an event row of ``context_id`` (``where``: ``event @e12``) that cannot be
+    read (``why``), and what to do: audit the context, restore the store from a backup."""
+    return DamagedStoreError(
+        f"{where} of context '{context_id}' cannot be read: {why}: the store is damaged; run "
+        f"`morphz context audit {context_id}` to see what else is, and restore the store from "
+        "a backup"
     )
 
 

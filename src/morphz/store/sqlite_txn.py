@@ -7,11 +7,12 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from morphz.errors import DamagedStoreError, StoreError
+from morphz.errors import StoreError
 from morphz.events import Event, make_event
 from morphz.mind.lifecycle import edge_tokens, in_view, retiring_marks, view_tokens
 from morphz.mind.state import Changes, Edge, Frame, ObsState, SessionState, Snapshot
 from morphz.recall.documents import time_us
+from morphz.store.active_base import damaged_event
 from morphz.store.base import ContextRow
 from morphz.store.sqlite_active import SqliteActive
 from morphz.store.sqlite_recall import SqliteRecall
@@ -82,11 +83,8 @@ def _event(row: tuple[Any, ...]) -> Event:
             head,
         )
     except (ValueError, RecursionError) as exc:  # not JSON (a damaged row, a hand edit)
-        raise DamagedStoreError(
-            f"event @e{seq} of context '{cid}' cannot be read: its stored meta or payload is "
-            f"not JSON ({exc}): the store is damaged; run `morphz context audit {cid}` to see "
-            "what else is, and restore the store from a backup"
-        ) from exc
+        why = f"its stored meta or payload is not JSON ({exc})"
+        raise damaged_event(f"event @e{seq}", cid, why) from exc
 
 
 def _dumps(value: dict[str, Any] | None) -> str | None:
@@ -300,11 +298,7 @@ class SqliteRead(RuntimeRows):
                 raise
             found = undecodable_event(self.conn, self.cid, after_seq, size)
             where = f"an event after @e{after_seq}" if found is None else found[1]
-            error = DamagedStoreError(
-                f"{where} of context '{self.cid}' cannot be read: its stored text is not UTF-8 "
-                f"({exc}): the store is damaged; run `morphz context audit {self.cid}` to see "
-                "what else is, and restore the store from a backup"
-            )
+            error = damaged_event(where, self.cid, f"its stored text is not UTF-8 ({exc})")
             error.__cause__ = ValueError(f"{where}: {exc}")
         if found is None:
             return [], error

@@ -381,9 +381,9 @@ def without_userinfo(url: str) -> str:
     head, sep, rest = url.partition("://")
     if not sep:
         head, rest = "", url
-    cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=-1)
-    if cut >= 0:
-        rest = f"{rest[: cut + 1]}***"
+    end = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=-1)
+    if end >= 0:  # the query or fragment starts here
+        rest = f"{rest[: end + 1]}***"
     if "@" in rest:
         rest = f"***@{rest.rpartition('@')[2]}"
     return f"{head}{sep}{rest}"
