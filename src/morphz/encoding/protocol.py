@@ -26,7 +26,8 @@ observation-state: the inbox items that are protected or cited by frames (cited-
 frames, retiring and retired ones included); an item not listed is neither, but a running
 activation's root is protected.
 mind: your cognitive frames in the order you placed them (a frame is active unless it shows a
-lifecycle), their relations (the other end may be out of view) and checkpoints.
+lifecycle), the relations whose subject it shows (the object may be out of view) and
+checkpoints.
 session-directory: the sessions sharing this context, how much of each is shown (full: its
 latest inbox refs and running work; metadata: its activity only), and what was left out
 (naming the latest retired sessions, which restore-session brings back). kernel: runtime facts:
@@ -44,12 +45,12 @@ kernel. All operations apply in order to the state the previous ones left, and t
 transaction commits or nothing does. reason is required when the transaction retires,
 unprotects, unrelates, rolls back, drops a checkpoint or retires a session. A BODY is one or more
 S-expressions; free text goes in double quotes (inside a string, write a double quote as
-backslash-quote and a backslash as two backslashes); a semicolon starts a comment. Never
-nest an operation inside a body: a list in a body must not start with an operation name or from;
-to keep such a word as data, quote it, (fact (\\"place\\" paris)), or use another word, (fact
-(location paris)). A target, source, checkpoint or session listed twice in one operation is an
-error, and a body nests at most 196 lists deep. Asking for the state a target is in already is an
-error, but a retiring frame may be retired again.")
+backslash-quote and a backslash as two backslashes); a semicolon starts a comment. Never nest an
+operation inside a body: no list in a body may start with an operation name or context-tx, and
+no item of a body with from; to keep such a word as data, quote it, (fact (\\"place\\" paris)),
+or use another word, (fact (location paris)). A target, source, checkpoint or session listed
+twice in one operation is an error, and a body nests at most 196 lists deep. Asking for the
+state a target is in already is an error, but a retiring frame may be retired again.")
   (operations
    (create "(create ID BODY...)" "a new active frame; the id must not belong to any frame,
 retired ones included (a frame a rollback removed no longer exists)")

@@ -396,22 +396,26 @@ def _unprotect(a: _Apply, op: o.Unprotect) -> None:
 
 
 def _relate(a: _Apply, op: o.Relate) -> None:
-    a.need_frame(op.subject)
+    subject = a.need_frame(op.subject)
     a.need_frame(op.object)
     edge: Edge = (op.subject, op.relation, op.object)
     if a.view.has_edge(edge):
-        raise a.fail(ValidationError, _existing_edge(a.tx, edge))
+        raise a.fail(ValidationError, _existing_edge(a.tx, edge, subject.lifecycle))
     a.changes.edges[edge] = True
     a.changes.written.add(edge_key(*edge))
     a.relations_of.pop(op.subject, None)
     _edge_effect(a, edge, "related", 1)
 
 
-def _existing_edge(tx: o.Tx, edge: Edge) -> str:
+def _existing_edge(tx: o.Tx, edge: Edge, lifecycle: str) -> str:
     """The refusal of relating ``edge`` again; when the transaction also retires the object of a
-    supersedes edge, how to keep the supersede fast path (an edge that exists does not count)."""
-    exists = f"edge ({' '.join(edge)}) already exists"
+    supersedes edge, how to keep the supersede fast path (an edge that exists does not count).
+    The mind region shows the relations of the frames in view only: an edge of a retired subject
+    exists where the model sees none, so the refusal says why it is not shown."""
     subject, relation, old = edge
+    exists = f"edge ({' '.join(edge)}) already exists"
+    if lifecycle == "retired":
+        exists += f" (not shown: its subject {subject} is retired; restore it to see the edge)"
     retires = any(isinstance(op, o.Retire) and old in op.targets for op in tx.ops)
     if relation != "supersedes" or not retires:
         return f"{exists}: drop this operation"
