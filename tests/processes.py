@@ -37,6 +37,12 @@ def gone(pid: int, tries: int = 400) -> bool:
     return False
 
 
+# the environment a morphz process needs for a test to read its /proc/PID/task/*/syscall: exec
+# and chat make themselves not dumpable (runtime/secrets_env.py), which closes that file to a
+# user other than root
+WATCHED = {"MORPHZ_DUMPABLE": "1"}
+
+
 def wait_for_sqlite_busy_sleep(pid: int) -> None:
     """Return once a thread of ``pid`` sleeps (the nanosleep system calls, x86-64 Linux
     numbers), i.e. a write of it waits for a store's lock; a safety net of 120 s."""

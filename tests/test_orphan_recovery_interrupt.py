@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import morphz
-from processes import wait_for_sqlite_busy_sleep
+from processes import WATCHED, wait_for_sqlite_busy_sleep
 from stores import cli_env
 
 CONTEXT = "context-default"
@@ -74,7 +74,7 @@ def test_ctrl_c_ends_the_wait_of_the_orphan_recovery_before_exec_starts(tmp_path
         proc = subprocess.Popen(
             args,
             cwd=tmp_path,
-            env={**cli_env(home), "MORPHZ_BUSY_TIMEOUT": "600"},
+            env={**cli_env(home), "MORPHZ_BUSY_TIMEOUT": "600", **WATCHED},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

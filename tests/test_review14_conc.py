@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from processes import WATCHED
 from stores import cli_env
 
 MORPHZ = [sys.executable, "-m", "morphz"]
@@ -73,7 +74,7 @@ def test_ctrl_c_twice_stops_an_exec_waiting_for_the_store_to_start(tmp_path: Pat
     store = tmp_path / "m.db"
     args = [*MORPHZ, "exec", "hi", "--model", f"scripted:{tmp_path / 'script.json'}"]
     args += ["--workspace", str(ws), "--db", str(store)]
-    env = {**cli_env(home), "MORPHZ_BUSY_TIMEOUT": "600"}
+    env = {**cli_env(home), "MORPHZ_BUSY_TIMEOUT": "600", **WATCHED}
     first = subprocess.run(
         args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
     )

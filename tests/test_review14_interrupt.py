@@ -41,7 +41,7 @@ import pytest
 import morphz
 from morphz.owners import process_start
 from morphz.store import sqlite_txn
-from processes import wait_for_sqlite_busy_sleep
+from processes import WATCHED, wait_for_sqlite_busy_sleep
 from stores import cli_env
 
 CONTEXT = "context-default"
@@ -74,7 +74,11 @@ def exec_held_in_its_tool(
     proc = subprocess.Popen(
         args,
         cwd=tmp_path,
-        env={**cli_env(home), **({"MORPHZ_BUSY_TIMEOUT": busy_timeout} if busy_timeout else {})},
+        env={
+            **cli_env(home),
+            **({"MORPHZ_BUSY_TIMEOUT": busy_timeout} if busy_timeout else {}),
+            **WATCHED,
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -46,6 +46,7 @@ from morphz.runtime.config import Settings, config_paths, load, make_model, read
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
 from morphz.runtime.models.base import Model
 from morphz.runtime.report import pick_activations, request_stats, total
+from morphz.runtime.secrets_env import withheld
 from morphz.runtime.tools.base import ApprovalEnded, Tool, ToolRegistry
 from morphz.runtime.tools.shell import shell_tools
 from morphz.runtime.tools.workspace import workspace_tools
@@ -282,7 +283,7 @@ def exec_command(
         raise morphz.InputError("PROMPT is empty: give the request for the agent")
     agent = prepare(db_path, model_spec, workspace, interactive=False, profile_path=profile_path)
     agent.check_new_store(db_path)
-    with open_store(db_path, create=True) as db, stopping.stopped_like_ctrl_c():
+    with withheld(), open_store(db_path, create=True) as db, stopping.stopped_like_ctrl_c():
         ctx = agent.open_context(db, context_id)
         engine = agent.engine(ctx)
         with _said_if_left_running(ctx):
@@ -386,6 +387,7 @@ def chat_command(
     _lenient_stdio()
     # one event loop for the whole chat: the model's client keeps its connections in it
     with (
+        withheld(),  # the provider secrets out of the process's environment (docs/cli.md)
         open_store(db_path, create=True) as db,
         stopping.stopped_like_ctrl_c(),
         _terminal_kept(),

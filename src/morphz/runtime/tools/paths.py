@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -65,6 +66,28 @@ def resolve_path(tc: ToolContext, path: str) -> Path:
 
 def relative(tc: ToolContext, resolved: Path) -> str:
     return resolved.relative_to(tc.workspace.resolve()).as_posix()
+
+
+# what a result whose text shows a path as a JSON string says of it, once
+QUOTED_NOTE = (
+    'a path in "double quotes" is written as a JSON string (it holds control characters or '
+    "begins with a quote): give it as a path argument as written"
+)
+
+
+def shown_path(path: str) -> str:
+    """``path`` as a tool's text shows it: as it is, or, when it holds a character that is not
+    printable (a line break, an escape, a format character such as a bidi override, a line
+    separator) or starts with a double quote, as a JSON string literal (``"a\\nb.txt"``),
+    which keeps it on one line and, written as a path argument's value, names it again."""
+    if path.isprintable() and not path.startswith('"'):
+        return path
+    body = "".join(c if c.isprintable() and c not in '"\\' else _escaped(c) for c in path)
+    return f'"{body}"'
+
+
+def _escaped(char: str) -> str:
+    return json.dumps(char)[1:-1]  # \n, \", \\, \u001b; a surrogate pair beyond U+FFFF
 
 
 def check_writable(tc: ToolContext, resolved: Path, path: str) -> None:
@@ -511,6 +534,7 @@ def _create_in_place(real: Path, data: bytes) -> None:
 __all__ = [
     "BINARY_PROBE",
     "HASH_MAX_BYTES",
+    "QUOTED_NOTE",
     "READ_MAX_CHARS",
     "SEARCH_MAX_FILE_BYTES",
     "SEARCH_SKIPPED_DIRS",
@@ -529,6 +553,7 @@ __all__ = [
     "scan",
     "select",
     "sha256_hex",
+    "shown_path",
     "stop_if",
     "sync_folder",
     "verify_hash",

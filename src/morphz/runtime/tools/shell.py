@@ -49,7 +49,8 @@ MAX_TIMEOUT_S = 600.0
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_OUTPUT = 16_000
 # the provider secrets (docs/cli.md) never reach a command: the keys, and the base URL, which
-# may hold credentials (https://user:password@host)
+# may hold credentials (https://user:password@host); exec and chat also keep them out of the
+# agent's own process while they run (runtime/secrets_env.py: /proc/PID/environ)
 HIDDEN_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY")
 _DRAIN_S = 2.0  # after the kill, how long the pipes may take to close
 _STOP_S = 10.0  # how long the supervisor may take to end the command once asked to

@@ -35,6 +35,7 @@ from morphz.runtime.tools.base import (
 from morphz.runtime.tools.linesearch import literal_search, notes, regex_search
 from morphz.runtime.tools.paths import (
     HASH_MAX_BYTES,
+    QUOTED_NOTE,
     READ_MAX_CHARS,
     SEARCH_MAX_FILE_BYTES,
     SEARCH_SKIPPED_DIRS,
@@ -50,6 +51,7 @@ from morphz.runtime.tools.paths import (
     resolve_path,
     select,
     sha256_hex,
+    shown_path,
     sync_folder,
     verify_hash,
 )
@@ -195,12 +197,13 @@ def _list(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     root = tc.workspace.resolve()
     entries = [_describe(p, root) for p in picked[:limit]]
     truncated = len(picked) > limit
-    where = relative(tc, top) + (f" matching {pattern!r}" if pattern else "")
-    lines = [f"{len(entries)} entries in {where} (type, size in bytes, path):"]
-    lines += [
-        f"{e['type']:<7} {'-' if e['size'] is None else e['size']:>10}  {e['path']}"
+    where = shown_path(relative(tc, top)) + (f" matching {pattern!r}" if pattern else "")
+    rows = [
+        f"{e['type']:<7} {'-' if e['size'] is None else e['size']:>10}  {shown_path(e['path'])}"
         for e in entries
     ]
+    note = f"; {QUOTED_NOTE}" if _quoted(where, *(e["path"] for e in entries)) else ""
+    lines = [f"{len(entries)} entries in {where} (type, size in bytes, path{note}):", *rows]
     if truncated:
         lines.append(
             f"[truncated at {limit} entries; narrow path or pattern, or raise max_entries]"
@@ -280,7 +283,9 @@ def _search(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     skipped["binary"] = found.binary
     matches = [{"path": p, "line": n, "text": t, "column": c} for p, n, t, c in found.matches]
     truncated = found.stop is not None
-    lines = [f"{len(matches)} matches for {query!r} in {relative(tc, top)}"]
+    where = shown_path(relative(tc, top))
+    note = f" ({QUOTED_NOTE})" if _quoted(where, *(m["path"] for m in matches)) else ""
+    lines = [f"{len(matches)} matches for {query!r} in {where}{note}"]
     lines += [_match_line(m) for m in matches]
     if found.stop == "limit":
         lines.append(f"[stopped at {limit} matches; narrow path or glob, or raise max_matches]")
@@ -297,7 +302,12 @@ def _match_line(m: dict[str, Any]) -> str:
     line) says so: ``…`` and the column it starts at."""
     column = m["column"]
     where = "" if column == 1 else f"[from column {column}] …"
-    return f"{m['path']}:{m['line']}: {where}{m['text']}"
+    return f"{shown_path(m['path'])}:{m['line']}: {where}{m['text']}"
+
+
+def _quoted(where: str, *paths: str) -> bool:
+    """Whether a result shows ``where`` (as shown) or one of ``paths`` as a JSON string."""
+    return where.startswith('"') or any(shown_path(p) != p for p in paths)
 
 
 def search_files_tool(policy: Policy = "allow") -> Tool:
@@ -333,9 +343,12 @@ def _reader(max_chars: int) -> SyncFn:
         head = f"{page.size} bytes · sha256: {digest}" if digest else _large(page.size, total)
         if page.binary:
             shown = head.replace(" · ", ", not shown · ", 1) if digest else f"not shown · {head}"
-            return ToolOutcome(f"{rel} · binary file, {shown}", data={**data, "binary": True})
+            return ToolOutcome(
+                f"{shown_path(rel)} · binary file, {shown}", data={**data, "binary": True}
+            )
         span = f"lines {offset + 1}-{offset + len(lines)}" if lines else "no lines"
-        out = [f"{rel} · {span}{'' if total is None else f' of {total}'} · {head}", "".join(lines)]
+        whole = "" if total is None else f" of {total}"
+        out = [f"{shown_path(rel)} · {span}{whole} · {head}", "".join(lines)]
         if page.cut:
             out.append(f"[line {offset + 1} is cut at {max_chars} characters; see it with exec]")
         out += _read_notes(page, offset, rel)
@@ -441,7 +454,7 @@ def _folder_for(tc: ToolContext, real: Path, path: str) -> list[Path]:
 def _written(tc: ToolContext, real: Path, data: bytes, action: str) -> ToolOutcome:
     digest, rel = sha256_hex(data), relative(tc, real)
     return ToolOutcome(
-        f"{action} {rel} ({len(data)} bytes) · sha256: {digest}",
+        f"{action} {shown_path(rel)} ({len(data)} bytes) · sha256: {digest}",
         data={"path": rel, "sha256": digest, "size": len(data), "action": action},
     )
 
