@@ -151,7 +151,7 @@ class SqliteStore:
             if isinstance(exc, sqlite3.Error):
                 message = f"cannot open the store at {self.path}: {exc}"
                 raise StoreError(explained(message, exc, self.path, opening=True)) from exc
-            if isinstance(exc, OSError):  # its folder or file cannot be made, or it be read
+            if isinstance(exc, OSError):  # its folder or file cannot be made, or the file read
                 message = f"cannot open the store at {self.path}: {exc.strerror or exc}"
                 more = os_advice(self.path)
                 raise StoreError(f"{message}: {more}" if more else message) from exc
@@ -269,7 +269,9 @@ class SqliteStore:
                     holder.closed = True  # close() left it to this thread, which used it
                     holder.conn.close()
         if closed:  # the block ended, but what it read is not returned: the store closed
-            raise StoreError(f"{CLOSED} (it was closed during this read)")
+            raise StoreError(
+                "the store was closed during this read: open it again with morphz.open(path)"
+            )
 
     def _reader(self) -> sqlite3.Connection:
         """This thread's reader connection (tests and benchmarks inspect it)."""
