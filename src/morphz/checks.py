@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from morphz.errors import InputError
@@ -83,6 +84,16 @@ def check_progress(progress: object, takes: str = "(done, total)") -> None:
         raise InputError(
             f"progress is a function called with {takes} as the work goes on, or None, "
             f"not {progress!r:.80}"
+        )
+
+
+def check_changes(changes: object, method: str, example: str) -> None:
+    """InputError, before any work, unless ``changes`` (of ``Context.update_budget`` or
+    ``update_view``, ``method``) is a mapping of field names to new values."""
+    if not isinstance(changes, Mapping):
+        raise InputError(
+            f"{method} takes a mapping of the field names to change to their new values, "
+            f"e.g. {method}({example}), not {type(changes).__name__} {changes!r:.80}"
         )
 
 

@@ -1,10 +1,12 @@
 """ContextDB: the service that appends events and commits transactions, one database
 transaction per logical step, through the pure mind layer.
 
->>> db = open("morphz.db")                       # doctest: +SKIP
->>> ctx = db.context("context-default", create=True)
->>> ev = ctx.observe("user_message", "prepare the deployment")
->>> ctx.commit(f"(context-tx (base-version {ctx.version}) (create plan (step one)))")
+>>> import morphz
+>>> db = morphz.open("morphz.db")                                       # doctest: +SKIP
+>>> ctx = db.context("context-default", create=True)                    # doctest: +SKIP
+>>> ev = ctx.observe("user_message", "prepare the deployment")          # doctest: +SKIP
+>>> tx = f"(context-tx (base-version {ctx.version}) (create plan (step one)))"  # doctest: +SKIP
+>>> receipt = ctx.commit(tx)                                             # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from morphz import events as ev
 from morphz import observe as appending
 from morphz import stored_settings as stored
 from morphz.capacity import Budget
-from morphz.checks import check_id, check_whole, check_window, parse_ref
+from morphz.checks import check_changes, check_id, check_whole, check_window, parse_ref
 from morphz.errors import InputError, RecordNotFoundError
 from morphz.ids import make_ref
 from morphz.mind import (
@@ -60,7 +62,7 @@ class Context:
         self.id = context_id
 
     def __repr__(self) -> str:
-        return f"Context({self.id!r})"
+        return f"Context({self.id!r}, db={self.db!r})"  # which store, and whether it is closed
 
     # ------------------------------------------------------------ reading
 
@@ -201,6 +203,7 @@ class Context:
         process's change of another field at the same time stands. Returns the budget stored."""
         from morphz.capacity import BUDGET_FIELDS
 
+        check_changes(changes, "update_budget", '{"window": 64000}')
         unknown = sorted(str(key) for key in changes if key not in BUDGET_FIELDS)
         if unknown:
             raise InputError(
@@ -232,6 +235,7 @@ class Context:
         the view stored."""
         from morphz.encoding.view import View, stored_view
 
+        check_changes(changes, "update_view", '{"preview_threshold": 2000}')
         with self.db.store.write(self.id) as w:
             view = View.from_dict(
                 {**stored_view(w.active.settings(), self.id).to_dict(), **changes}

@@ -15,7 +15,7 @@ from morphz.contextdb import DEFAULT_CONTEXT, Context
 from morphz.errors import ContextExistsError, DamagedStoreError, InputError, StoreError
 from morphz.mind import DEFAULT_WINDOW
 from morphz.store.base import Store
-from morphz.store.sqlite import SqliteStore
+from morphz.store.sqlite import CLOSED, SqliteStore
 
 
 class Database:
@@ -82,7 +82,7 @@ class Database:
 
     def __enter__(self) -> Database:
         if self.store.closed:
-            raise StoreError("the store is closed: open it again with morphz.open(path)")
+            raise StoreError(CLOSED)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -161,7 +161,7 @@ def _file_uri(text: str) -> str:
 
 
 def open(
-    target: str | Path,
+    target: str | os.PathLike[str],
     *,
     synchronous: str = "NORMAL",
     busy_timeout: float = 30.0,

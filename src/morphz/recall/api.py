@@ -41,6 +41,9 @@ class Recall:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
 
+    def __repr__(self) -> str:
+        return f"Recall({self.ctx!r})"
+
     def search(
         self,
         query: str | None = None,
@@ -257,6 +260,9 @@ class RecallIndex:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+
+    def __repr__(self) -> str:
+        return f"RecallIndex({self.ctx!r})"
 
     def inspect(self) -> IndexReport:
         """The index's documents and whether it is current, and the building tables of this

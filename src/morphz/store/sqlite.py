@@ -30,14 +30,21 @@ from morphz.errors import (
 )
 from morphz.mind.state import GENESIS_HEAD
 from morphz.store.base import ContextRow
-from morphz.store.sqlite_files import damage, explained
+from morphz.store.sqlite_files import damage, explained, os_advice
 from morphz.store.sqlite_migrations import (
     WRITER_GUARD,
     applied,
     bundled,
+    morphz_migrations,
     run_migration,
     statements,
     writer_guard,
+)
+from morphz.store.sqlite_paths import (
+    create_private_file,
+    file_key,
+    files_written,
+    make_private_folders,
 )
 from morphz.store.sqlite_recall import SqliteRecall
 from morphz.store.sqlite_txn import SqliteRead, SqliteWrite
@@ -48,22 +55,13 @@ _CONTEXT_COLS = (
     "context_id, created_at, version, clock, last_seq, head, window, initial_window, "
     "order_max, barrier"
 )
+CLOSED = "the store is closed: open it again with morphz.open(path)"
 _migrations, _statements = bundled, statements  # the names tools and tests import from here
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
-
-
-def _morphz_migrations(conn: sqlite3.Connection, names: set[str]) -> bool:
-    """Whether ``schema_migrations`` is Morphz's (other tools name a table so too): its columns
-    are Morphz's, and once the first migration is recorded the contexts table exists."""
-    columns = [r[1] for r in conn.execute("PRAGMA table_info(schema_migrations)")]
-    if columns != ["number", "name", "applied_at"]:
-        return False
-    first = conn.execute("SELECT 1 FROM schema_migrations WHERE number = 1").fetchone()
-    return first is None or "contexts" in names
 
 
 def _check_options(path: str | Path, synchronous: object, busy_timeout: object) -> None:
@@ -140,8 +138,10 @@ class SqliteStore:
         writer: sqlite3.Connection | None = None
         try:
             self._check_foreign(create)
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_folders(self.path.parent)
+            create_private_file(self.path)  # 0600: SQLite's -wal and -shm take its mode
             self._writer = writer = self._connect()
+            self._file = file_key(self.path)
             self._close_writer = weakref.finalize(self, _close_writer, writer)
             self._wal = WalFile(self.path)  # the writer has just opened it
             self._migrate()
@@ -151,9 +151,10 @@ class SqliteStore:
             if isinstance(exc, sqlite3.Error):
                 message = f"cannot open the store at {self.path}: {exc}"
                 raise StoreError(explained(message, exc, self.path, opening=True)) from exc
-            if isinstance(exc, OSError):  # its folder cannot be made, or the file read
-                reason = exc.strerror or str(exc)
-                raise StoreError(f"cannot open the store at {self.path}: {reason}") from exc
+            if isinstance(exc, OSError):  # its folder or file cannot be made, or the file read
+                message = f"cannot open the store at {self.path}: {exc.strerror or exc}"
+                more = os_advice(self.path)
+                raise StoreError(f"{message}: {more}" if more else message) from exc
             raise
 
     def _check_foreign(self, create: bool) -> None:
@@ -193,7 +194,7 @@ class SqliteStore:
         conn = sqlite3.connect(uri, uri=True, timeout=min(self.busy_timeout, 86_400.0))
         try:
             names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            return names, "schema_migrations" in names and _morphz_migrations(conn, names)
+            return names, "schema_migrations" in names and morphz_migrations(conn, names)
         except sqlite3.OperationalError as exc:
             if _is_busy(exc):
                 raise self._locked(exc) from exc
@@ -256,7 +257,7 @@ class SqliteStore:
         holder = self._reader_holder()
         with self._readers_lock:
             if self._closed or holder.closed:
-                raise StoreError("the store is closed")
+                raise StoreError(CLOSED)
             holder.busy += 1
         try:
             yield holder.conn
@@ -268,7 +269,9 @@ class SqliteStore:
                     holder.closed = True  # close() left it to this thread, which used it
                     holder.conn.close()
         if closed:  # the block ended, but what it read is not returned: the store closed
-            raise StoreError("the store is closed (it was closed during this read)")
+            raise StoreError(
+                "the store was closed during this read: open it again with morphz.open(path)"
+            )
 
     def _reader(self) -> sqlite3.Connection:
         """This thread's reader connection (tests and benchmarks inspect it)."""
@@ -279,13 +282,13 @@ class SqliteStore:
         if holder is not None:
             return holder
         if self._closed:
-            raise StoreError("the store is closed")
+            raise StoreError(CLOSED)
         conn = self._connect()
         holder = _Reader(conn)
         with self._readers_lock:
             if self._closed:  # closed while this thread connected
                 conn.close()
-                raise StoreError("the store is closed")
+                raise StoreError(CLOSED)
             self._readers.append(weakref.ref(holder))
         self._local.reader = holder
         weakref.finalize(holder, _drop_reader, weakref.ref(self), conn)
@@ -443,18 +446,20 @@ class SqliteStore:
     @contextmanager
     def _begin_write(self) -> Iterator[sqlite3.Connection]:
         if self._closed:
-            raise StoreError("the store is closed")
+            raise StoreError(CLOSED)
+        written = files_written()  # this thread's, through any Database of the process
+        if self._file in written:  # it would wait for the lock this thread holds
+            raise StoreError(
+                "a write is already open on this thread (through this Database or another "
+                "opened on the same file): a callback run inside a write (such as "
+                "import_history's progress) must not write to the store; write after it returns"
+            )
         with self._write_lock:
             if self._closed:  # closed by another thread while this one waited for the lock
-                raise StoreError("the store is closed")
-            if getattr(self._local, "writing", False):  # the lock is re-entrant: same thread
-                raise StoreError(
-                    "a write is already open on this thread: a callback run inside a write "
-                    "(such as import_history's progress) must not write to the store; write "
-                    "after it returns"
-                )
+                raise StoreError(CLOSED)
             conn = self._writer
             self._local.writing = True
+            written.add(self._file)
             try:
                 self._begin(conn)  # inside the try: an interrupt as the lock is granted
                 self._check_writable(conn)
@@ -471,6 +476,7 @@ class SqliteStore:
                 raise
             finally:
                 self._local.writing = False
+                written.discard(self._file)
 
     def _check_writable(self, conn: sqlite3.Connection) -> None:
         """What a write checks once it holds the lock: the store's ``-wal`` is still the file
@@ -509,7 +515,7 @@ class SqliteStore:
             if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
                 raise self._locked(exc) from exc
             if self._closed:  # another thread closed the store during this read
-                raise StoreError("the store is closed") from exc
+                raise StoreError(CLOSED) from exc
             message = f"read from {self.path} failed: {exc}"
             raise StoreError(explained(message, exc, self.path)) from exc
         except UnicodeEncodeError as exc:
@@ -543,7 +549,7 @@ class SqliteStore:
         [] when sound. On a connection of its own: after damage, SQLite fails the end of the
         transaction that met it, which must not be a read of the caller's."""
         if self._closed:
-            raise StoreError("the store is closed")
+            raise StoreError(CLOSED)
         try:
             conn = self._connect(read_only=True)
             try:
@@ -570,7 +576,7 @@ class SqliteStore:
     def close(self) -> None:
         """Close the writer (after a write another thread is making ends) and every reader
         no call is using; a reader in use is closed by its own thread as its read ends. Every
-        later call of any thread is a StoreError, "the store is closed"."""
+        later call of any thread is a StoreError, "the store is closed" (:data:`CLOSED`)."""
         if getattr(self._local, "writing", False):  # a callback run inside this thread's write
             raise StoreError(
                 "the store cannot close while this thread writes to it (a callback run inside "

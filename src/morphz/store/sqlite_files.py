@@ -1,8 +1,8 @@
 """What SQLite says about a store's files, worded with what to do next: a folder given as the
-store, files or a folder that cannot be written (WAL mode keeps ``-wal`` and ``-shm`` files
-beside the store, and creates them even to read it), a file that is not a database or is
-damaged, and the damage SQLite's ``PRAGMA quick_check`` finds (the audit's check of the file
-itself)."""
+store, files or a folder that cannot be written, a read-only file system (WAL mode keeps
+``-wal`` and ``-shm`` files beside the store, and creates them even to read it), a file that is
+not a database or is damaged, and the damage SQLite's ``PRAGMA quick_check`` finds (the audit's
+check of the file itself)."""
 
 from __future__ import annotations
 
@@ -34,14 +34,22 @@ def advice(exc: sqlite3.Error, path: Path, *, opening: bool = False) -> str:
     if code in (_CORRUPT, _NOTADB):
         return NOT_A_STORE if opening else DAMAGED
     if code == _CANTOPEN:
-        return a_folder(path) or unreadable(path) or unwritable(path)
+        return a_folder(path) or read_only_media(path) or unreadable(path) or unwritable(path)
     if code == _READONLY or "readonly" in str(exc):
-        return unwritable(path)
+        return read_only_media(path) or unwritable(path)
     if code == _FULL or (code == _IOERR and _low_space(path)):
         return full(path)
     if code == _IOERR and opening:
         return LOST_WAL
     return ""
+
+
+def os_advice(path: Path) -> str:
+    """What to do when the store at ``path`` or its folder cannot be made (an OSError before
+    SQLite opens it), or "" when there is nothing to add to the system's reason."""
+    if not path.parent.is_dir():  # a folder above could not be made: the reason names it
+        return read_only_media(path)
+    return read_only_media(path) or unwritable(path)
 
 
 LOST_WAL = (
@@ -51,17 +59,42 @@ LOST_WAL = (
 )
 
 
-def free_space(path: Path) -> int | None:
-    """The bytes free for this user on the file system holding ``path`` (its nearest folder
-    that exists), or None when that cannot be read."""
+def _file_system(path: Path) -> os.statvfs_result | None:
+    """What the file system holding ``path`` (its nearest folder that exists) says of itself,
+    or None when that cannot be read."""
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     try:
-        found = os.statvfs(folder)
+        return os.statvfs(folder)
     except OSError:
         return None
-    return found.f_bavail * found.f_frsize
+
+
+def free_space(path: Path) -> int | None:
+    """The bytes free for this user on the file system holding ``path``, or None when that
+    cannot be read."""
+    found = _file_system(path)
+    return None if found is None else found.f_bavail * found.f_frsize
+
+
+def read_only_media(path: Path) -> str:
+    """That the file system holding the store is mounted read-only (a backup on read-only
+    media, a container's read-only layer), and what to do; "" when it is not (or cannot be
+    told). No file mode can help there: SQLite's WAL mode writes the -shm file even to read."""
+    found = _file_system(path)
+    if found is None or not found.f_flag & getattr(os, "ST_RDONLY", 1):
+        return ""
+    if not path.exists():
+        return (
+            f"{path} is on a read-only file system, where no store can be made: give a store "
+            "path on a writable one (--db / MORPHZ_DB)"
+        )
+    return (
+        f"{path} is on a read-only file system, and SQLite's WAL mode writes {path.name}-shm "
+        f"(and {path.name}-wal) beside the store even to read it: copy {path.name} (with its "
+        "-wal file, if there is one) to a writable folder and open the copy there"
+    )
 
 
 def _low_space(path: Path) -> bool:

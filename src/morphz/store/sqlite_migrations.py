@@ -168,6 +168,16 @@ AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
 SUPERSEDED: dict[int, frozenset[str]] = {17: frozenset({"0017_recall_replies_and_pins"})}
 
 
+def morphz_migrations(conn: sqlite3.Connection, names: set[str]) -> bool:
+    """Whether ``schema_migrations`` is Morphz's (other tools name a table so too): its columns
+    are Morphz's, and once the first migration is recorded the contexts table exists."""
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(schema_migrations)")]
+    if columns != ["number", "name", "applied_at"]:
+        return False
+    first = conn.execute("SELECT 1 FROM schema_migrations WHERE number = 1").fetchone()
+    return first is None or "contexts" in names
+
+
 def applied(rows: Iterable[tuple[int, str]]) -> set[int]:
     """The migrations a store has, from its ``schema_migrations`` rows (number, name): a row
     recorded under a superseded name does not count."""

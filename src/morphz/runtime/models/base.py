@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from morphz.encoding.blocks import CacheLayout
-from morphz.errors import MorphzError
+from morphz.errors import InputError, MorphzError
 
 
 class ProviderError(MorphzError):
@@ -113,6 +113,31 @@ class ModelResponse:
     # "content_filter"; with ``cut``, "model_context_window_exceeded"; None for an output-limit
     # cut): its text or last call may be partial, and the engine says so
     stop: str | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse a field of the wrong type here, where it is made (a function model's or a
+        test's mistake), rather than as an AttributeError deep in the engine. A list of tool
+        calls is taken as the tuple it stands for."""
+        _check_field("text", self.text, (str, type(None)), "text or None")
+        calls = self.tool_calls
+        if not isinstance(calls, tuple | list) or not all(isinstance(c, ToolCall) for c in calls):
+            _refuse("tool_calls", calls, "a tuple of ToolCall")
+        object.__setattr__(self, "tool_calls", tuple(calls))
+        _check_field("usage", self.usage, (Usage, type(None)), "a Usage or None")
+        _check_field("raw", self.raw, (dict,), "a dict")
+        _check_field("cut", self.cut, (bool,), "True or False")
+        _check_field("stop", self.stop, (str, type(None)), "text or None")
+
+
+def _check_field(name: str, value: object, kinds: tuple[type, ...], wanted: str) -> None:
+    if not isinstance(value, kinds):
+        _refuse(name, value, wanted)
+
+
+def _refuse(name: str, value: object, wanted: str) -> NoReturn:
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    raise InputError(f"ModelResponse.{name} must be {wanted}, not {type(value).__name__} {shown}")
 
 
 class Model(Protocol):

@@ -9,6 +9,7 @@ transactions against the live base version. Running past the end is a BadRespons
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -145,6 +146,11 @@ class ScriptedModel:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InputError(f"cannot read the script {path}: {exc}") from exc
+        except RecursionError as exc:  # json's parser recurses once per nested list or object
+            raise InputError(
+                f"cannot read the script {path}: it is nested too deeply to read; a script is a "
+                f"flat list of steps"
+            ) from exc
         if not isinstance(data, list):
             raise InputError(f"the script {path} must be a JSON list of steps")
         if not data:  # it could answer no request
@@ -177,7 +183,10 @@ ModelFn = Callable[[ModelRequest], Awaitable[ModelResponse] | ModelResponse]
 
 
 class FunctionModel:
-    """A model whose answers come from a Python function (sync or async)."""
+    """A model whose answers come from a Python function (sync or async) of the request: it
+    returns a :class:`ModelResponse` (``ModelResponse("done")`` for a reply, ``ModelResponse(
+    None, (ToolCall(...),))`` for tool calls), or an awaitable of one. Anything else is an
+    :class:`InputError` naming what it returned."""
 
     def __init__(self, fn: ModelFn, name: str = "function") -> None:
         self.fn = fn
@@ -188,7 +197,18 @@ class FunctionModel:
         return self._name
 
     async def request(self, request: ModelRequest) -> ModelResponse:
-        result = self.fn(request)
-        if isinstance(result, ModelResponse):
-            return result
-        return await result
+        result: object = self.fn(request)
+        if inspect.isawaitable(result):
+            result = await result
+        if not isinstance(result, ModelResponse):
+            raise InputError(
+                f"the function of FunctionModel {self._name!r} returned "
+                f"{type(result).__name__} {_shorten(result)}: it must return a ModelResponse "
+                f'(or an awaitable of one), e.g. ModelResponse("done")'
+            )
+        return result
+
+
+def _shorten(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

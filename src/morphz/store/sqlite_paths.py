@@ -1,0 +1,67 @@
+"""A store's files as Morphz makes them, and the store files this thread is writing.
+
+A store holds the user's conversations, tool output and the agent's memory, so a new one is
+private to its owner: the folders Morphz makes for it (``~/.morphz`` by default) are created
+0700 and the file 0600, before SQLite opens it (SQLite gives the ``-wal`` and ``-shm`` files the
+store's mode). A folder or store that exists keeps its mode: one its owner shared stays shared.
+
+A store file is known by its device and inode, so that Databases opened on one file (by one path
+or by two, through a link) are seen as one: a thread that is writing the file through one of
+them must not begin a write through another, which would wait for the lock the thread holds
+itself (``busy_timeout``, then a StoreBusyError blaming another process). Each thread keeps the
+files it is writing in :func:`files_written`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+PRIVATE_FOLDER = 0o700
+PRIVATE_FILE = 0o600
+
+FileKey = tuple[int, int]  # (st_dev, st_ino) of a store file
+_thread = threading.local()
+
+
+def make_private_folders(folder: Path) -> None:
+    """Make ``folder`` and the folders above it that do not exist, each 0700 (less the umask);
+    those that exist are left as they are. Another process making one at the same moment is
+    no error."""
+    missing: list[Path] = []
+    while not folder.is_dir() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        try:
+            made.mkdir(mode=PRIVATE_FOLDER)
+        except FileExistsError:
+            if not made.is_dir():  # a file is in the way: say so as mkdir does
+                raise
+
+
+def create_private_file(path: Path) -> None:
+    """Create the store file ``path`` empty and 0600 (less the umask) when nothing is there;
+    a file (or anything else) already there is left alone, whoever created it just now."""
+    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(path, flags, PRIVATE_FILE)
+    except FileExistsError:
+        return  # SQLite opens what is there (and names a folder or a foreign file)
+    os.close(descriptor)
+
+
+def file_key(path: Path) -> FileKey:
+    """The identity of the store file ``path`` (it exists: its writer has it open)."""
+    found = os.stat(path)
+    return found.st_dev, found.st_ino
+
+
+def files_written() -> set[FileKey]:
+    """The store files this thread is writing now (one write open on each), by
+    :func:`file_key`: a process-wide record, shared by every Database of the process."""
+    held: set[FileKey] | None = getattr(_thread, "files", None)
+    if held is None:
+        held = _thread.files = set()
+    return held
