@@ -10,7 +10,7 @@ import json
 import shlex
 import textwrap
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from morphz.capacity import Budget
@@ -100,29 +100,59 @@ def table(
 ) -> str:
     """A text table. ``grid`` draws a box with a rule between rows (for multi-line cells);
     otherwise columns are separated by two spaces under a dashed header rule."""
-    body = [[_cell_lines(str(c), max_width) for c in row] for row in rows]
-    head = [_cell_lines(h, max_width) for h in headers]
-    widths = [
-        max(_cells(line) for row in [head, *body] for line in row[i]) for i in range(len(headers))
-    ]
-
-    def lines_of(row: list[list[str]]) -> list[str]:
-        height = max(len(c) for c in row)
-        out = []
-        for k in range(height):
-            parts = [_pad(c[k] if k < len(c) else "", w) for c, w in zip(row, widths, strict=True)]
-            out.append(f"| {' | '.join(parts)} |" if grid else "  ".join(parts).rstrip())
-        return out
-
+    body = [_row_cells(row, max_width) for row in rows]
+    head = _row_cells(headers, max_width)
+    widths = _widths([head, *body], [0] * len(headers))
     if not grid:
         rule = "  ".join("-" * w for w in widths)
-        return "\n".join([*lines_of(head), rule, *(x for row in body for x in lines_of(row))])
+        lines = (x for row in body for x in _row_lines(row, widths))
+        return "\n".join([*_row_lines(head, widths), rule, *lines])
     thin = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
     thick = thin.replace("-", "=")
-    out = [thin, *lines_of(head), thick]
+    out = [thin, *_row_lines(head, widths, grid=True), thick]
     for row in body:
-        out.extend([*lines_of(row), thin])
+        out.extend([*_row_lines(row, widths, grid=True), thin])
     return "\n".join(out)
+
+
+def streamed_table(
+    headers: Sequence[str], rows: Callable[[], Iterable[Sequence[str]]], none: str
+) -> Iterator[str]:
+    """The lines of ``table(headers, rows())``, or ``none`` when there are no rows, reading
+    ``rows()`` twice (the column widths, then the lines) and holding one row at a time: a
+    table of any length in bounded memory. ``rows`` must give the same rows both times."""
+    head = _row_cells(headers, MAX_CELL)
+    widths, seen = _widths([head], []), False
+    for row in rows():
+        widths, seen = _widths([_row_cells(row, MAX_CELL)], widths), True
+    if not seen:
+        yield none
+        return
+    yield from _row_lines(head, widths)
+    yield "  ".join("-" * w for w in widths)
+    for row in rows():
+        yield from _row_lines(_row_cells(row, MAX_CELL), widths)
+
+
+def _row_cells(row: Sequence[str], max_width: int) -> list[list[str]]:
+    return [_cell_lines(str(c), max_width) for c in row]
+
+
+def _widths(rows: Iterable[list[list[str]]], widths: list[int]) -> list[int]:
+    """``widths`` (empty: none yet) widened to every line of each cell of ``rows``."""
+    for row in rows:
+        cells = [max(_cells(line) for line in cell) for cell in row]
+        widths = [max(pair) for pair in zip(widths, cells, strict=True)] if widths else cells
+    return widths
+
+
+def _row_lines(row: list[list[str]], widths: list[int], *, grid: bool = False) -> list[str]:
+    height = max(len(c) for c in row)
+    out = []
+    for k in range(height):
+        parts = [_pad(c[k] if k < len(c) else "", w) for c, w in zip(row, widths, strict=True)]
+        out.append(f"| {' | '.join(parts)} |" if grid else "  ".join(parts).rstrip())
+    return out
 
 
 def pairs(items: Iterable[tuple[str, object]]) -> str:
@@ -328,14 +358,21 @@ def _receipt_summary(text: str | None) -> str:
     return f"refused ({_flat(error.get('code'))}): {_preview(str(error.get('message')), 90)}"
 
 
+_EVENT_HEADERS = ("ref", "kind", "session", "time", "version", "clock", "text")
+
+
 def events(items: Sequence[Event]) -> str:
-    if not items:
-        return "no events"
-    rows = [
-        (e.ref, e.kind, e.session_id, e.time, str(e.version), str(e.clock), _preview(e.text, 50))
-        for e in items
-    ]
-    return table(("ref", "kind", "session", "time", "version", "clock", "text"), rows)
+    return "\n".join(event_lines(lambda: items))
+
+
+def event_lines(items: Callable[[], Iterable[Event]]) -> Iterator[str]:
+    """The lines of the table of events ``items()`` gives, read twice (:func:`streamed_table`);
+    "no events" when it gives none."""
+    return streamed_table(_EVENT_HEADERS, lambda: map(_event_row, items()), "no events")
+
+
+def _event_row(e: Event) -> tuple[str, ...]:
+    return (e.ref, e.kind, e.session_id, e.time, str(e.version), str(e.clock), _preview(e.text, 50))
 
 
 def counted(number: int, noun: str) -> str:
