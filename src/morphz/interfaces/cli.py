@@ -28,7 +28,7 @@ import morphz
 from morphz import DEFAULT_CONTEXT, DEFAULT_SESSION, DEFAULT_WINDOW, OBSERVATION_KINDS
 from morphz import demo as demo_module
 from morphz.checks import check_id, check_window
-from morphz.interfaces import arguments, listing, render, stopping, unwritten
+from morphz.interfaces import arguments, listing, render, stopping, tables, unwritten
 from morphz.owners import owner_alive, still_runs
 from morphz.store.base import ActivationRow
 from morphz.txlang.sexpr import unicode_problem
@@ -579,8 +579,8 @@ def _recover_text(marked: list[str], running: list[dict[str, Any]]) -> str:
         )
         for r in running
     ]
-    table = render.table(["activation", "session", "owner", "alive"], rows)
-    return "\n".join([*lines, "", "still running", table])
+    shown = tables.table(["activation", "session", "owner", "alive"], rows)
+    return "\n".join([*lines, "", "still running", shown])
 
 
 def _fresh_path(_ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
