@@ -118,9 +118,10 @@ def test_a_place_after_retiring_many_frames_in_the_same_tx_does_not_query_once_p
 def test_a_place_past_many_frames_changed_in_the_tx_finds_the_same_neighbours(
     ctx: morphz.Context,
 ) -> None:
-    """The overlay steps over frames the tx changed a few at a time, then reads the whole order
-    once (state.MAX_STEPS): the place lands where the audit's in-memory replay (a sorted list)
-    puts it, between the same neighbours, in both directions."""
+    """The overlay steps the base past the frames the tx moved or deleted and finds the frames
+    it changed by bisection (review 17c; it read the whole order once past 8 of them before):
+    the place lands where the audit's in-memory replay (a sorted list) puts it, between the same
+    neighbours, in both directions."""
     ids = [f"f{i:02d}" for i in range(30)]
     ctx.commit(f"(context-tx (base-version 0) {' '.join(f'(create {i} (n 1))' for i in ids)})")
     retire = " ".join(f"(retire {i})" for i in ids[2:25])  # 23 changed frames in a row

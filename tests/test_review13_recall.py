@@ -31,7 +31,7 @@ def test_a_relation_a_rollback_undid_can_still_be_found(ctx: morphz.Context) -> 
     commit(ctx, '(create plan/a (fact "alpha"))', '(create plan/b (fact "beta"))')
     commit(ctx, "(checkpoint before)")
     commit(ctx, "(relate plan/a obstructs plan/b)")
-    assert set(keys(ctx.recall.search("obstructs"))) == {"frame:plan/a", "frame:plan/b"}
+    assert set(keys(ctx.recall.search("obstructs"))) == {"frame:plan/a"}  # its subject's
     commit(ctx, "(rollback before)", reason="start over")
     assert keys(ctx.recall.search("obstructs")), "the relation the rollback undid is not found"
 

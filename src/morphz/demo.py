@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import morphz
-from morphz.interfaces.render import lifecycle, table
+from morphz.interfaces.render import lifecycle
+from morphz.interfaces.tables import table
 from morphz.results import Mind
 from morphz.runtime.agent_tools import agent_tools
 from morphz.runtime.engine import Engine, RuntimeConfig

@@ -241,7 +241,8 @@ def _changes(encoding: Encoding, sent: DeltaState, now: DeltaState) -> list[str]
     added = sorted(set(state.relations) - sent.relations)
     if added:
         lines.append(render.relations(added, "related"))
-    new_checkpoints = [c for c in state.checkpoints if c not in sent.checkpoints]
+    had = set(sent.checkpoints)
+    new_checkpoints = [c for c in state.checkpoints if c not in had]
     if new_checkpoints:
         lines.append(render.names("checkpointed", new_checkpoints))
     return lines + _removals(sent, now, set(state.relations))
@@ -258,7 +259,8 @@ def _removals(sent: DeltaState, now: DeltaState, relations: set[tuple[str, str, 
     removed = sorted(sent.relations - relations)
     if removed:
         lines.append(render.relations(removed, "unrelated"))
-    dropped = [c for c in sent.checkpoints if c not in now.checkpoints]
+    kept = set(now.checkpoints)
+    dropped = [c for c in sent.checkpoints if c not in kept]
     if dropped:
         lines.append(render.names("dropped-checkpoints", dropped))
     return lines

@@ -28,7 +28,7 @@ import morphz
 from morphz import DEFAULT_CONTEXT, DEFAULT_SESSION, DEFAULT_WINDOW, OBSERVATION_KINDS
 from morphz import demo as demo_module
 from morphz.checks import check_id, check_window
-from morphz.interfaces import arguments, render, stopping, unwritten
+from morphz.interfaces import arguments, listing, render, stopping, tables, unwritten
 from morphz.owners import owner_alive, still_runs
 from morphz.store.base import ActivationRow
 from morphz.txlang.sexpr import unicode_problem
@@ -484,9 +484,17 @@ def events_command(
     *, context_id: str, after: int, limit: int | None, db_path: str, fmt: str
 ) -> None:
     """The event history of CTX, oldest first."""
-    with open_context(db_path, context_id) as ctx:
-        items = ctx.events(after, limit)
-    emit(fmt, [e.to_dict() for e in items], lambda: render.events(items))
+    with open_context(db_path, context_id) as ctx:  # printed as read (interfaces.listing)
+
+        def history() -> Iterator[morphz.Event]:
+            return listing.history(ctx, after, limit)
+
+        if fmt == "json":
+            lines = listing.json_lines((e.to_dict() for e in history()), _json)
+        else:
+            lines = render.event_lines(history)
+        for chunk in listing.chunks(lines):
+            out(chunk)
 
 
 @context_group.command("recover")
@@ -571,8 +579,8 @@ def _recover_text(marked: list[str], running: list[dict[str, Any]]) -> str:
         )
         for r in running
     ]
-    table = render.table(["activation", "session", "owner", "alive"], rows)
-    return "\n".join([*lines, "", "still running", table])
+    shown = tables.table(["activation", "session", "owner", "alive"], rows)
+    return "\n".join([*lines, "", "still running", shown])
 
 
 def _fresh_path(_ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:

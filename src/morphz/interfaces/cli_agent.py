@@ -28,7 +28,7 @@ from morphz.capacity import CONFIG_NAMES, Budget, budget_over
 from morphz.checks import check_id, check_text
 from morphz.database import store_path
 from morphz.ids import ref_seq
-from morphz.interfaces import render, stopping
+from morphz.interfaces import render, stopping, tables
 from morphz.interfaces.approval_text import shown_call
 from morphz.interfaces.cli import (
     db_option,
@@ -360,7 +360,7 @@ def _reply_text(result: ActivationResult) -> str:
             click.echo(f"morphz: {result.reason}", err=True)
         return result.reply or ""
     # the reason may quote a provider's error body (remote text): its controls are shown
-    return render.visible(f"activation {result.state}: {result.reason}")
+    return tables.visible(f"activation {result.state}: {result.reason}")
 
 
 @main.command("chat")
@@ -566,7 +566,7 @@ def _slash(engine: Engine, session: str, line: str) -> bool:
     elif command in ("/help", "/recall", "/mind"):
         out(COMMANDS)
     else:
-        out(f"unknown command {render.visible(command)}: the line was not sent to the agent")
+        out(f"unknown command {tables.visible(command)}: the line was not sent to the agent")
         out(COMMANDS)
     return True
 

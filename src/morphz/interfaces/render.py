@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
-import textwrap
-import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from morphz.capacity import Budget
@@ -18,6 +16,7 @@ from morphz.encoding.view import View
 from morphz.errors import MorphzError, TxError
 from morphz.events import Event
 from morphz.graphemes import boundary
+from morphz.interfaces.tables import streamed_table, table, visible
 from morphz.observe import ImportReport
 from morphz.owners import untold_reason
 from morphz.recall.api import CleanReport, IndexReport
@@ -29,100 +28,6 @@ from morphz.runtime.report import RequestStats
 from morphz.store.recall_base import BuildingTable
 
 NONE = "(none)"
-MAX_CELL = 60
-
-
-# ------------------------------------------------------------------ tables
-
-
-def visible(text: str) -> str:
-    """``text`` with its control characters but line breaks shown as ``\\xNN``, and its format
-    characters (bidi overrides and isolates, zero-width spaces, tag characters) as ``\\uXXXX``,
-    as ``repr`` shows them, but for the zero-width joiner and non-joiner, which Persian and Indic
-    words and emoji need: what a shortened or wrapped view of stored content prints, so that an
-    escape sequence in a tool's output or a frame body cannot drive the terminal (change
-    colours, clear the screen), least of all half of one, cut off, a right-to-left override
-    cannot show a command reordered, and invisible characters cannot hide text. Exact-content
-    outputs (the encoding, a recall read, the reply) print text as stored."""
-    if text.isprintable():
-        return text
-    return "".join(c if c == "\n" else _shown(c) for c in text)
-
-
-_JOINERS = frozenset("\u200c\u200d")  # zero-width non-joiner and joiner: part of words
-
-
-def _shown(c: str) -> str:
-    kind = unicodedata.category(c)
-    if kind == "Cc":
-        return f"\\x{ord(c):02x}"
-    if kind == "Cf" and c not in _JOINERS:
-        return f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
-    return c
-
-
-def _cell_lines(cell: str, width: int) -> list[str]:
-    """A cell's lines: its own line breaks, then wrapped at ``width`` characters between words;
-    a word longer than that (an id, a ref) stays whole, so it can be copied. Control
-    characters are shown (:func:`visible`)."""
-    out: list[str] = []
-    for line in visible(cell).split("\n") or [""]:
-        wrapped = textwrap.wrap(line, width, break_on_hyphens=False, break_long_words=False)
-        out.extend(wrapped or [""])
-    return out
-
-
-def _cells(text: str) -> int:
-    """The terminal cells ``text`` takes: two for a wide (CJK) character, none for a mark that
-    combines with the one before it (an accent, a vowel sign) or a format character (a
-    zero-width joiner), one otherwise."""
-    if text.isascii():
-        return len(text)
-    return sum(_cell_width(c) for c in text)
-
-
-def _cell_width(char: str) -> int:
-    if unicodedata.category(char) in ("Mn", "Me", "Cf"):
-        return 0
-    return 2 if unicodedata.east_asian_width(char) in "WF" else 1
-
-
-def _pad(text: str, width: int) -> str:
-    return text + " " * (width - _cells(text))
-
-
-def table(
-    headers: Sequence[str],
-    rows: Iterable[Sequence[str]],
-    *,
-    grid: bool = False,
-    max_width: int = MAX_CELL,
-) -> str:
-    """A text table. ``grid`` draws a box with a rule between rows (for multi-line cells);
-    otherwise columns are separated by two spaces under a dashed header rule."""
-    body = [[_cell_lines(str(c), max_width) for c in row] for row in rows]
-    head = [_cell_lines(h, max_width) for h in headers]
-    widths = [
-        max(_cells(line) for row in [head, *body] for line in row[i]) for i in range(len(headers))
-    ]
-
-    def lines_of(row: list[list[str]]) -> list[str]:
-        height = max(len(c) for c in row)
-        out = []
-        for k in range(height):
-            parts = [_pad(c[k] if k < len(c) else "", w) for c, w in zip(row, widths, strict=True)]
-            out.append(f"| {' | '.join(parts)} |" if grid else "  ".join(parts).rstrip())
-        return out
-
-    if not grid:
-        rule = "  ".join("-" * w for w in widths)
-        return "\n".join([*lines_of(head), rule, *(x for row in body for x in lines_of(row))])
-    thin = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    thick = thin.replace("-", "=")
-    out = [thin, *lines_of(head), thick]
-    for row in body:
-        out.extend([*lines_of(row), thin])
-    return "\n".join(out)
 
 
 def pairs(items: Iterable[tuple[str, object]]) -> str:
@@ -328,14 +233,21 @@ def _receipt_summary(text: str | None) -> str:
     return f"refused ({_flat(error.get('code'))}): {_preview(str(error.get('message')), 90)}"
 
 
+_EVENT_HEADERS = ("ref", "kind", "session", "time", "version", "clock", "text")
+
+
 def events(items: Sequence[Event]) -> str:
-    if not items:
-        return "no events"
-    rows = [
-        (e.ref, e.kind, e.session_id, e.time, str(e.version), str(e.clock), _preview(e.text, 50))
-        for e in items
-    ]
-    return table(("ref", "kind", "session", "time", "version", "clock", "text"), rows)
+    return "\n".join(event_lines(lambda: items))
+
+
+def event_lines(items: Callable[[], Iterable[Event]]) -> Iterator[str]:
+    """The lines of the table of events ``items()`` gives, read twice (:func:`streamed_table`);
+    "no events" when it gives none."""
+    return streamed_table(_EVENT_HEADERS, lambda: map(_event_row, items()), "no events")
+
+
+def _event_row(e: Event) -> tuple[str, ...]:
+    return (e.ref, e.kind, e.session_id, e.time, str(e.version), str(e.clock), _preview(e.text, 50))
 
 
 def counted(number: int, noun: str) -> str:

@@ -180,7 +180,7 @@ class _Apply:
     # -- writes
 
     def put_frame(self, frame: Frame, content: bool, life: bool) -> None:
-        self.changes.frames[frame.id] = frame
+        self.view.put_frame(frame.id, frame)
         if content:
             self.changes.written.add(f"content:{frame.id}")
         if life:

@@ -52,7 +52,7 @@ def rollback(a: _Apply, op: o.Rollback) -> None:
     after = _view_totals(target, snap.edges)
     freed, pending = freed - after[0], after[1] - pending
     for fid in current.keys() - target.keys():
-        a.changes.frames[fid] = None
+        a.view.put_frame(fid, None)
         a.changes.written.update((f"content:{fid}", f"life:{fid}"))
     for fid, frame in target.items():
         if current.get(fid) != frame:

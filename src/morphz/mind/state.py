@@ -14,6 +14,7 @@ about four times as much, and every commit and every replayed event builds some.
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
@@ -271,7 +272,11 @@ class Overlay:
     Operations in one transaction apply to the state the previous ones left: each writes into
     the shared ``changes`` and reads through this overlay. The edges of ``changes`` are indexed
     by subject and object as they come (an edge's key is never removed, only set to False), so
-    reading a frame's edges costs what it has, not every edge the transaction changed.
+    reading a frame's edges costs what it has, not every edge the transaction changed. Frames
+    are written through :meth:`put_frame`, which keeps the changed frames in projection order,
+    so a place finds its neighbours by bisection there and by indexed steps in the base that
+    pass only the rows of frames the transaction moved or deleted, each once (review 17c: a
+    place past more than 8 such rows read every frame the context ever had).
     """
 
     def __init__(self, base: MindView, changes: Changes) -> None:
@@ -280,6 +285,16 @@ class Overlay:
         self._indexed = 0  # how many keys of changes.edges the two indexes hold
         self._by_subject: dict[str, list[Edge]] = {}
         self._by_object: dict[str, list[Edge]] = {}
+        self._placed = _ChangedOrder()
+        # a base row of a frame these changes moved or deleted -> the first row past it (one
+        # way: True after, False before) of a frame they had not (:meth:`_in_place`)
+        self._jumps: dict[bool, dict[str, Frame | None]] = {True: {}, False: {}}
+
+    def put_frame(self, frame_id: str, frame: Frame | None) -> None:
+        """Write ``frame`` (None: deleted) into the changes: the way operations change frames,
+        so that the order of the changed frames is kept (:meth:`frame_after`)."""
+        self.changes.frames[frame_id] = frame
+        self._placed.pending[frame_id] = None
 
     @property
     def version(self) -> int:
@@ -397,26 +412,38 @@ class Overlay:
     def _neighbour(
         self, pos: float, frame_id: str, step: Callable[[float, str], Frame | None], after: bool
     ) -> Frame | None:
-        """The base's neighbour that these changes leave as it was, or a changed frame nearer."""
-        changed = self.changes.frames
-        found = step(pos, frame_id)
-        for _ in range(MAX_STEPS):  # past frames this tx changed (their base rows are stale)
-            if found is None or found.id not in changed:
-                break
-            found = step(found.pos, found.id)
-        else:  # many changed frames in a row: one read of the base's order instead
-            found = _nearest(self.base.frames(), (pos, frame_id), after, skip=changed)
-        key = (pos, frame_id)
-        best = None if found is None else (found.pos, found.id)
-        for frame in changed.values():
-            if frame is None:
-                continue
-            mine = (frame.pos, frame.id)
-            if (mine > key if after else mine < key) and (
-                best is None or (mine < best if after else mine > best)
-            ):
-                found, best = frame, mine
+        """The nearer of the base's nearest frame these changes left in its place and the
+        nearest frame they changed (moved or not), as they have it."""
+        found = self._in_place(step(pos, frame_id), step, after)
+        mine = self._placed.next_to(self.changes.frames, (pos, frame_id), after)
+        if mine is None:
+            return found
+        if found is None or (
+            mine < (found.pos, found.id) if after else mine > (found.pos, found.id)
+        ):
+            return self.changes.frames[mine[1]]
         return found
+
+    def _in_place(
+        self, row: Frame | None, step: Callable[[float, str], Frame | None], after: bool
+    ) -> Frame | None:
+        """``row`` (a base row), or the first base row past it one way whose frame these
+        changes left where the base has it (not changed, or changed in place: a retire), as
+        they have it. One indexed step per row passed, remembered with where it leads: a
+        transaction's places pass each such row once, however many frames its history holds.
+        A remembered step may pass a frame put back in its place since: every frame passed is
+        a changed one, which :meth:`_neighbour` finds among the changed frames."""
+        changed, jumps = self.changes.frames, self._jumps[after]
+        passed = []
+        while row is not None and row.id in changed:
+            now = changed[row.id]
+            if now is not None and now.pos == row.pos:
+                break
+            passed.append(row.id)
+            row = jumps[row.id] if row.id in jumps else step(row.pos, row.id)
+        for fid in passed:
+            jumps[fid] = row
+        return None if row is None else changed.get(row.id, row)
 
     def due_retirements(self, clock: int) -> list[str]:
         due = set(self.base.due_retirements(clock))
@@ -434,20 +461,45 @@ class Overlay:
         return sorted(due)
 
 
-MAX_STEPS = 8  # neighbour steps over changed frames before the overlay reads the whole order
+class _ChangedOrder:
+    """The ``(pos, id)`` keys of the frames a transaction changed (deleted ones left out),
+    sorted, brought up to date from the ids written since (``pending``): a few by bisection,
+    many (a renumber, a rollback) or any written past :meth:`Overlay.put_frame` by sorting
+    again."""
 
+    __slots__ = ("keys", "pending", "placed")
 
-def _nearest(
-    frames: Iterable[Frame], key: tuple[float, str], after: bool, skip: Mapping[str, object]
-) -> Frame | None:
-    """The frame of ``frames`` nearest ``key`` (pos, id) on one side, ``skip``'s ids left out."""
-    best: Frame | None = None
-    for frame in frames:
-        if frame.id in skip:
-            continue
-        mine = (frame.pos, frame.id)
-        if not (mine > key if after else mine < key):
-            continue
-        if best is None or (mine < (best.pos, best.id) if after else mine > (best.pos, best.id)):
-            best = frame
-    return best
+    def __init__(self) -> None:
+        self.keys: list[tuple[float, str]] = []
+        self.placed: dict[str, tuple[float, str] | None] = {}  # each id's key in ``keys``
+        self.pending: dict[str, None] = {}  # ids written since (an ordered set)
+
+    def next_to(
+        self, frames: Mapping[str, Frame | None], key: tuple[float, str], after: bool
+    ) -> tuple[float, str] | None:
+        """The key nearest ``key`` one way (after it: ``after``), None past the end."""
+        keys = self._synced(frames)
+        if after:
+            at = bisect_right(keys, key)
+            return keys[at] if at < len(keys) else None
+        at = bisect_left(keys, key)
+        return keys[at - 1] if at else None
+
+    def _synced(self, frames: Mapping[str, Frame | None]) -> list[tuple[float, str]]:
+        keys, placed, pending = self.keys, self.placed, self.pending
+        if pending and len(pending) <= 16 + len(keys) // 16:
+            for fid in pending:
+                frame = frames[fid]
+                old, new = placed.get(fid), None if frame is None else (frame.pos, fid)
+                if old != new:
+                    if old is not None:
+                        del keys[bisect_left(keys, old)]
+                    if new is not None:
+                        insort(keys, new)
+                placed[fid] = new
+            pending.clear()
+        if pending or len(placed) != len(frames):
+            self.placed = {fid: None if f is None else (f.pos, fid) for fid, f in frames.items()}
+            self.keys = sorted(k for k in self.placed.values() if k is not None)
+            pending.clear()
+        return self.keys

@@ -7,8 +7,12 @@
   answer; see :mod:`morphz.recall.tokenize` for the measured effect).
 - Frames are documents of their id, body, sources (the refs of the events and the ids of the
   frames they cite: a search for ``@e12`` among frames finds the frames derived from it) and
-  relations; their lifecycle is read at query time, so retiring or restoring a frame does not
-  touch the index.
+  the relations they are the subject of (``y part-of hub`` is in ``y``'s document, which names
+  ``hub``: a search for ``hub`` finds the frames relating to it). Not those they are the object
+  of: a relation changes one document, so a commit on a frame many relate to costs what it
+  changes, not that frame's degree (review 17c; migration 0026 rebuilt the indexes written by
+  the earlier rule). Their lifecycle is read at query time, so retiring or restoring a frame
+  does not touch the index.
 """
 
 from __future__ import annotations
@@ -117,13 +121,13 @@ def edge_text(subject: str, relation: str, obj: str) -> str:
 
 
 def frame_text(frame: Frame, edges: list[Edge]) -> str:
-    """Id, body, sources and relations of a frame, as one searchable text (a source ``@e12``
-    gives the token ``e12``, as the query ``@e12`` does)."""
+    """Id, body, sources and relations of a frame (``edges``: those it is the subject of), as
+    one searchable text (a source ``@e12`` gives the token ``e12``, as the query ``@e12``
+    does)."""
     parts = [frame.id.replace("/", " "), frame.body]
     parts += [source.replace("/", " ") for source in frame.sources]
-    for subject, relation, obj in edges:
-        other = obj if subject == frame.id else subject
-        parts.append(f"{relation.replace('-', ' ')} {other.replace('/', ' ')}")
+    for _, relation, obj in edges:
+        parts.append(f"{relation.replace('-', ' ')} {obj.replace('/', ' ')}")
     return " ".join(parts)
 
 

@@ -57,16 +57,16 @@ def index_events(w: WriteTxn, events: Sequence[Event]) -> None:
 
 def frames_to_reindex(w: WriteTxn, changes: Changes) -> dict[str, Frame | None]:
     """Before the changes are written: the frames whose searchable text changes (bodies,
-    sources, creation, deletion and relation endpoints), with their old rows."""
+    sources, creation, deletion, and the subjects of the relations changed: a frame's document
+    holds the relations it is the subject of only), with their old rows."""
     out: dict[str, Frame | None] = {}
     for fid, new in changes.frames.items():
         old = w.frame(fid)
         if new is None or old is None or (old.body, old.sources) != (new.body, new.sources):
             out[fid] = old
-    for subject, _, obj in changes.edges:
-        for fid in (subject, obj):
-            if fid not in out:
-                out[fid] = w.frame(fid)
+    for subject, _, _ in changes.edges:
+        if subject not in out:
+            out[subject] = w.frame(subject)
     return out
 
 
@@ -75,7 +75,7 @@ def frame_docs(r: ReadTxn, frame_ids: Sequence[str], when_us: int) -> list[Frame
     docs = []
     for fid in sorted(frame_ids):
         frame = r.frame(fid)
-        edges = r.edges_of(fid) if frame is not None else []
+        edges = r.subject_edges(fid) if frame is not None else []
         docs.append(frame_doc(frame, fid, edges, when_us))
     return docs
 

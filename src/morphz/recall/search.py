@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -315,9 +316,32 @@ def _hydrate(
 
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """``text`` on one line, cut (with an ellipsis) where no character is split."""
-    flat = " ".join(text.split())
+    """``text`` on one line, cut (with an ellipsis) where no character is split: its words
+    joined by single spaces, as ``" ".join(text.split())``, but read only up to the first
+    character past ``limit`` (the cut looks at none after it), so a hit on a text of any size
+    costs a bounded preview."""
+    flat = _flat_head(text, limit + 1)
     return flat if len(flat) <= limit else flat[: boundary(flat, limit - 1, -1)] + "…"
+
+
+_WORD = re.compile(r"\S+")  # \S in a str pattern is what str.split() does not split on
+
+
+def _flat_head(text: str, most: int) -> str:
+    """The first ``most`` characters (or all, if fewer) of ``" ".join(text.split())``."""
+    parts: list[str] = []
+    size = 0
+    for word in _WORD.finditer(text):
+        if parts:
+            parts.append(" ")
+            size += 1
+        start, end = word.span()
+        part = text[start : min(end, start + most - size)]  # a huge word is not copied whole
+        parts.append(part)
+        size += len(part)
+        if size >= most:
+            break
+    return "".join(parts)[:most]
 
 
 def _event_hit(row: EventRow, score: float | None) -> Hit:
