@@ -173,3 +173,12 @@ class Holder:
             yield
         finally:
             self.release()
+
+
+def user_config(home: Path, text: str) -> Path:
+    """``text`` as the user's own configuration, ``home/.morphz/morphz.toml``: what a project's
+    morphz.toml may not set (a base_url, an "allow" policy) goes there."""
+    path = home / ".morphz" / "morphz.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 import morphz
 from morphz.interfaces.cli import main
+from stores import user_config
 
 STEPS = [
     {
@@ -214,9 +215,8 @@ def test_the_agent_cannot_rewrite_its_own_profile(setup: tuple[Path, Path, Path]
     db, workspace, script = setup
     profile = workspace / "agent.md"
     profile.write_text("You deploy to cn-shanghai only.")
-    (Path.cwd() / "morphz.toml").write_text(
-        'profile = "ws/agent.md"\n[policies]\nwrite_file = "allow"\n'
-    )
+    (Path.cwd() / "morphz.toml").write_text('profile = "ws/agent.md"\n')
+    user_config(Path.home(), '[policies]\nwrite_file = "allow"\n')  # a project's may not allow
     steps = [
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "agent.md", "content": "x"}}]},
         {"reply": "tried"},

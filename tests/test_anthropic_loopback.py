@@ -20,6 +20,7 @@ from loopback import CALLS, REPLY, Request, Server
 from morphz.encoding.blocks import CacheLayout
 from morphz.encoding.prefix import BlockCacheMeter
 from morphz.interfaces.cli import main
+from stores import user_config
 
 KEY = "sk-ant-loopback-456"
 MODEL = "claude-loop"
@@ -98,7 +99,7 @@ def run_exec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str) -> Pa
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-    (tmp_path / "morphz.toml").write_text(config, encoding="utf-8")
+    user_config(tmp_path / "home", config)  # a base_url: the user's own file
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "production.yaml").write_text("region: cn-shanghai\n", encoding="utf-8")

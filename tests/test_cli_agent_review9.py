@@ -30,6 +30,7 @@ from morphz.runtime.engine import Engine, RuntimeConfig
 from morphz.runtime.models import retry
 from morphz.runtime.models.base import ModelResponse
 from morphz.runtime.models.scripted import FunctionModel
+from stores import user_config
 
 
 def openai_reply(text: str) -> dict[str, Any]:
@@ -104,7 +105,7 @@ def test_a_second_chat_turn_reaches_a_keep_alive_server_once(
             spec = "openai:loop-model"
         else:
             config = f'[anthropic]\nbase_url = "{server.root}"\n'
-            (tmp_path / "morphz.toml").write_text(config, encoding="utf-8")
+            user_config(tmp_path / "home", config)  # a base_url: the user's own file
             monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-loop")
             spec = "anthropic:claude-loop"
         args = ["chat", "--model", spec, "--db", str(tmp_path / "m.db")]

@@ -17,6 +17,7 @@ from morphz.runtime.models.base import ModelRequest, ProviderError, RateLimitErr
 from morphz.runtime.models.openai_compat import OpenAIChatModel
 from morphz.runtime.models.retry import Backoff, Failure, given_up, refused_share
 from morphz.runtime.models.sdk import check_base_url
+from stores import user_config
 
 Handler = Callable[[httpx2.Request], httpx2.Response]
 OK = {
@@ -153,7 +154,7 @@ def test_a_base_url_is_checked(url: str, said: str) -> None:
 def test_a_base_url_error_names_the_setting_that_holds_it(tmp_path: Path) -> None:
     home, project = tmp_path / "home", tmp_path / "project"
     project.mkdir(parents=True)
-    config = project / "morphz.toml"
+    config = user_config(home, "")  # a base_url: the user's own file
     for table in ("openai", "anthropic"):
         config.write_text(f'[{table}]\nbase_url = "http://h:99999"\n', encoding="utf-8")
         with pytest.raises(InputError, match=rf"^\[{table}\] base_url "):

@@ -26,6 +26,7 @@ from morphz.owners import process_start
 from morphz.runtime.models.base import ModelRequest, ModelResponse
 from morphz.runtime.models.scripted import FunctionModel
 from morphz.store.base import ActivationRow
+from stores import user_config
 
 CONTEXT = "context-default"
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -52,7 +53,7 @@ def test_sigterm_to_morphz_exec_does_not_leave_its_shell_command_running(tmp_pat
     ws.mkdir()
     fifo = tmp_path / "started.fifo"
     os.mkfifo(fifo)
-    (tmp_path / "morphz.toml").write_text('[policies]\nexec = "allow"\n', encoding="utf-8")
+    user_config(tmp_path / "home", '[policies]\nexec = "allow"\n')  # the user's: not a project's
     command = f"echo $$ > {fifo}; exec sleep 300"  # the shell's pid becomes sleep's
     script = [{"tool_calls": [{"name": "exec", "arguments": {"command": command}}]}]
     (tmp_path / "script.json").write_text(json.dumps([*script, {"reply": "done"}]))

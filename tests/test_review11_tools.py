@@ -22,6 +22,7 @@ from morphz.runtime.models.base import ToolCall
 from morphz.runtime.tools.base import Tool, ToolContext, ToolError
 from morphz.runtime.tools.shell import exec_tool
 from morphz.runtime.tools.workspace import search_files_tool
+from stores import user_config
 from toolruns import run
 
 SRC = str(Path(morphz.__file__).resolve().parents[1])
@@ -197,9 +198,8 @@ def test_the_configured_profile_is_protected_when_profile_overrides_it(
     monkeypatch.chdir(ws)  # the project folder is the workspace (the default --workspace .)
     original = b"You are a careful release engineer.\n"
     (ws / "agent.md").write_bytes(original)
-    (ws / "morphz.toml").write_text(
-        'profile = "agent.md"\n[policies]\nwrite_file = "allow"\n', encoding="utf-8"
-    )
+    (ws / "morphz.toml").write_text('profile = "agent.md"\n', encoding="utf-8")
+    user_config(tmp_path / "home", '[policies]\nwrite_file = "allow"\n')  # a project's may not
     other = tmp_path / "other.md"
     other.write_text("A one-off profile.\n", encoding="utf-8")
     digest = hashlib.sha256(original).hexdigest()

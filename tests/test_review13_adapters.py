@@ -22,6 +22,7 @@ from morphz.interfaces.cli import main
 from morphz.runtime.models.anthropic_messages import AnthropicMessagesModel
 from morphz.runtime.models.base import ContextTooLongError, ModelRequest, ProviderError
 from morphz.runtime.models.openai_compat import OpenAIChatModel
+from stores import user_config
 
 KEY = "sk-review13-secret-4711"
 JSON = {"Content-Type": "application/json"}
@@ -91,13 +92,14 @@ def _request(model: OpenAIChatModel | AnthropicMessagesModel) -> None:
 
 
 def _exec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, config: str) -> Any:
-    """`morphz exec` in a fresh project folder with ``config`` as its morphz.toml."""
+    """`morphz exec` in a fresh project folder with ``config`` as the user's morphz.toml (it
+    names base URLs, which a project's may not)."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-    (tmp_path / "morphz.toml").write_text(config, encoding="utf-8")
+    user_config(tmp_path / "home", config)
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
     args = ["exec", "Say hello.", "--model", spec, "--db", str(tmp_path / "m.db")]

@@ -34,7 +34,7 @@ import pytest
 import morphz
 from morphz import events as ev
 from morphz import owners
-from stores import cli_env, run_cli
+from stores import cli_env, run_cli, user_config
 
 CONTEXT = "context-default"
 LINUX_PROC = Path("/proc/self/stat").exists()
@@ -79,7 +79,7 @@ def killed_exec(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     ws = tmp_path / "ws"
     ws.mkdir()
     (tmp_path / "home").mkdir()
-    (tmp_path / "morphz.toml").write_text('[policies]\nexec = "allow"\n', encoding="utf-8")
+    user_config(tmp_path / "home", '[policies]\nexec = "allow"\n')  # the user's: not a project's
     command = "echo $$ > pgid.txt; echo v2 > deployed.txt; sleep 600; echo done"
     steps = [
         {"tool_calls": [{"name": "exec", "arguments": {"command": command, "timeout_s": 600}}]},

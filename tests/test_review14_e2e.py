@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from stores import user_config
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
@@ -34,7 +36,7 @@ def _exec(tmp_path: Path, steps: list[dict[str, Any]], prompt: str) -> list[dict
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
     (tmp_path / "steps.json").write_text(json.dumps(steps, ensure_ascii=False), "utf-8")
-    (tmp_path / "morphz.toml").write_text('ask_default = "allow"\n', "utf-8")
+    user_config(tmp_path / "home", 'ask_default = "allow"\n')  # the user's: not a project's
     done = _morphz(
         tmp_path,
         "exec",

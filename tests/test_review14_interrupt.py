@@ -42,7 +42,7 @@ import morphz
 from morphz.owners import process_start
 from morphz.store import sqlite_txn
 from processes import WATCHED, wait_for_sqlite_busy_sleep
-from stores import cli_env
+from stores import cli_env, user_config
 
 CONTEXT = "context-default"
 MORPHZ = [sys.executable, "-m", "morphz"]
@@ -61,7 +61,7 @@ def exec_held_in_its_tool(
     ws.mkdir(exist_ok=True)
     fifo = tmp_path / "started.fifo"
     os.mkfifo(fifo)
-    (tmp_path / "morphz.toml").write_text('[policies]\nexec = "allow"\n', encoding="utf-8")
+    user_config(tmp_path / "home", '[policies]\nexec = "allow"\n')  # the user's: not a project's
     command = f"echo $$ > {fifo}; exec sleep 300"
     steps = [{"tool_calls": [{"name": "exec", "arguments": {"command": command}}]}]
     (tmp_path / "script.json").write_text(json.dumps([*steps, {"reply": "done"}]))

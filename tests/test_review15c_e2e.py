@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 import morphz
-from stores import cli_env
+from stores import cli_env, user_config
 
 MORPHZ = [sys.executable, "-m", "morphz"]
 PACKAGE = Path(morphz.__file__).resolve().parent
@@ -77,7 +77,7 @@ def test_exec_runs_a_command_when_morphz_is_imported_from_a_zip(tmp_path: Path) 
                 bundle.write(path, Path("morphz") / path.relative_to(PACKAGE))
     (tmp_path / "home").mkdir()
     (tmp_path / "ws").mkdir()
-    (tmp_path / "morphz.toml").write_text('[policies]\nexec = "allow"\n', encoding="utf-8")
+    user_config(tmp_path / "home", '[policies]\nexec = "allow"\n')  # the user's: not a project's
     steps = [
         {"tool_calls": [{"name": "exec", "arguments": {"command": "echo hi"}}]},
         {"reply": "done"},

@@ -37,7 +37,7 @@ import pytest
 
 import morphz
 import processes
-from stores import cli_env
+from stores import cli_env, user_config
 
 MORPHZ = [sys.executable, "-m", "morphz"]
 HANG_GUARD = 120  # seconds: only stops a hung child from hanging the suite
@@ -70,7 +70,7 @@ def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
 def agent_dir(tmp_path: Path) -> Path:
     (tmp_path / "home").mkdir()
     (tmp_path / "ws").mkdir()
-    (tmp_path / "morphz.toml").write_text('[policies]\nexec = "allow"\n', encoding="utf-8")
+    user_config(tmp_path / "home", '[policies]\nexec = "allow"\n')  # the user's: not a project's
     return tmp_path
 
 

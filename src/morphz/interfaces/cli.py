@@ -29,9 +29,9 @@ from morphz import DEFAULT_CONTEXT, DEFAULT_SESSION, DEFAULT_WINDOW, OBSERVATION
 from morphz import demo as demo_module
 from morphz.checks import check_id, check_window
 from morphz.interfaces import arguments, listing, render, stopping, tables, unwritten
+from morphz.interfaces.output import as_json, emit, out
 from morphz.owners import owner_alive, still_runs
 from morphz.store.base import ActivationRow
-from morphz.txlang.sexpr import unicode_problem
 
 DB_ENV = "MORPHZ_DB"
 BUSY_ENV = "MORPHZ_BUSY_TIMEOUT"
@@ -75,7 +75,7 @@ class MorphzGroup(arguments.CheckedGroup):
 def report_error(exc: morphz.MorphzError, fmt: str) -> None:
     exc = _for_the_command_line(exc)
     if fmt == "json":
-        out(_json({"ok": False, "error": exc.to_dict()}))
+        out(as_json({"ok": False, "error": exc.to_dict()}))
     else:
         click.echo(render.error(exc), err=True)
 
@@ -89,50 +89,10 @@ def _for_the_command_line(exc: morphz.MorphzError) -> morphz.MorphzError:
     return exc
 
 
-def _json(data: Any) -> str:
-    """JSON as the terminal can take it: UTF-8 text as it is, \\u escapes (still the same
-    JSON) when standard output has another encoding (a Latin-1 locale)."""
-    text = json.dumps(data, indent=2, ensure_ascii=not _utf8_out())
-    if unicode_problem(text) is not None:  # a lone surrogate (an argument not in UTF-8)
-        text = json.dumps(data, indent=2, ensure_ascii=True)  # \udcff: still valid JSON
-    return text
-
-
-def _out_encoding() -> str:
-    return str(getattr(sys.stdout, "encoding", None) or "utf-8")
-
-
-def _utf8_out() -> bool:
-    return _out_encoding().lower().replace("-", "").replace("_", "") in ("utf8", "utf8sig")
-
-
 def local_now() -> str:
     """This machine's local time, as every command that compiles an encoding states it (so
     `context status` and `context encoding` show the same pressure for the same state)."""
     return datetime.now().astimezone().isoformat(timespec="seconds")
-
-
-def out(text: str) -> None:
-    """Print ``text`` as it is. (``click.echo`` alone strips ANSI escape sequences when stdout
-    is not a terminal; stored text, such as a tool result with colour codes, must come out as
-    it was stored and as a model is sent it.) On a terminal whose encoding cannot hold a
-    character (a Latin-1 locale), that character is shown as a backslash escape instead of
-    failing. Standard output refusing it (a full disk) is :class:`unwritten.OutputNotWritten`;
-    a broken pipe stays click's (exit status 1, nothing printed)."""
-    if not _utf8_out():
-        encoding = _out_encoding()
-        text = text.encode(encoding, "backslashreplace").decode(encoding)
-    try:
-        click.echo(text, color=True)
-    except OSError as exc:
-        if exc.errno == errno.EPIPE:
-            raise
-        raise unwritten.OutputNotWritten(exc) from None
-
-
-def emit(fmt: str, data: Any, text: Callable[[], str]) -> None:
-    """Print ``data`` as JSON, or the text ``text()`` renders."""
-    out(_json(data) if fmt == "json" else text())
 
 
 def fail() -> NoReturn:
@@ -490,7 +450,7 @@ def events_command(
             return listing.history(ctx, after, limit)
 
         if fmt == "json":
-            lines = listing.json_lines((e.to_dict() for e in history()), _json)
+            lines = listing.json_lines((e.to_dict() for e in history()), as_json)
         else:
             lines = render.event_lines(history)
         for chunk in listing.chunks(lines):

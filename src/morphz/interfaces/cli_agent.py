@@ -32,13 +32,12 @@ from morphz.interfaces import render, stopping, tables
 from morphz.interfaces.approval_text import shown_call
 from morphz.interfaces.cli import (
     db_option,
-    emit,
     format_option,
     main,
     open_store,
-    out,
     report_error,
 )
+from morphz.interfaces.output import emit, out
 from morphz.owners import current_owner
 from morphz.recall.tokenize import query_terms
 from morphz.runtime.agent_tools import agent_tools

@@ -22,11 +22,11 @@ from morphz.interfaces.cli import (
     context_argument,
     context_group,
     db_option,
-    emit,
     format_option,
     local_now,
     open_context,
 )
+from morphz.interfaces.output import emit
 from morphz.runtime.config import Settings, load, model_name
 from morphz.runtime.floor import empty_request, request_options, store_folder
 from morphz.runtime.report import pick_activations, request_stats, total

@@ -23,12 +23,12 @@ from morphz.interfaces.cli import (
     context_argument,
     context_group,
     db_option,
-    emit,
     format_option,
     open_context,
     session_option,
     terminal_progress,
 )
+from morphz.interfaces.output import emit
 from morphz.recall.read import DEFAULT_READ_CHARS
 from morphz.recall.search import LIFECYCLES, SEARCH_KINDS
 from morphz.recall.traverse import Direction

@@ -52,7 +52,7 @@ def json_lines(items: Iterable[Any], dump: Callable[[list[Any]], str]) -> Iterat
 
 def chunks(lines: Iterable[str], size: int = CHUNK) -> Iterator[str]:
     """``lines`` joined by line breaks into texts of about ``size`` characters, each to be
-    printed with a line break after it (as ``cli.out`` does)."""
+    printed with a line break after it (as ``output.out`` does)."""
     held: list[str] = []
     total = 0
     for line in lines:

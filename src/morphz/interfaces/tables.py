@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 MAX_CELL = 60
 
 
-def visible(text: str) -> str:
+def visible(text: str, keep: str = "\n") -> str:
     """``text`` with its control characters but line breaks shown as ``\\xNN``, and its format
     characters (bidi overrides and isolates, zero-width spaces, tag characters) as ``\\uXXXX``,
     as ``repr`` shows them, but for the zero-width joiner and non-joiner, which Persian and Indic
@@ -19,10 +19,11 @@ def visible(text: str) -> str:
     escape sequence in a tool's output or a frame body cannot drive the terminal (change
     colours, clear the screen), least of all half of one, cut off, a right-to-left override
     cannot show a command reordered, and invisible characters cannot hide text. Exact-content
-    outputs (the encoding, a recall read, the reply) print text as stored."""
+    outputs (the encoding, a recall read, the reply) print text as stored, but at a terminal
+    (``interfaces.output.out``), where they keep tabs too (``keep``)."""
     if text.isprintable():
         return text
-    return "".join(c if c == "\n" else _shown(c) for c in text)
+    return "".join(c if c in keep else _shown(c) for c in text)
 
 
 _JOINERS = frozenset("\u200c\u200d")  # zero-width non-joiner and joiner: part of words

@@ -1,7 +1,7 @@
 """Output the command line could not write: standard output on a full disk (``> log`` with no
 room, ``/dev/full``) or failing with an I/O error after the command did its work.
 
-:func:`morphz.interfaces.cli.out` raises :class:`OutputNotWritten` (a broken pipe, the reader
+:func:`morphz.interfaces.output.out` raises :class:`OutputNotWritten` (a broken pipe, the reader
 having stopped, stays click's: exit status 1, silent). The root group gives it the command
 that was running, and it tells, on standard error and without a traceback, that the output is
 lost and whether that command changed the store (so a script does not run it again), with exit

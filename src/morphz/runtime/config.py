@@ -1,9 +1,14 @@
 """Runtime configuration: the TOML file and the environment, read here and nowhere deeper.
 
-Files, later ones overriding earlier ones: ``~/.morphz/morphz.toml``, then ``morphz.toml`` in the
-project folder (the current directory). Secrets come only from the environment
-(``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``) and are never written to events; ``OPENAI_BASE_URL``
-points the OpenAI-compatible adapter at vLLM, Ollama, llama.cpp server or a hosted endpoint.
+Files, later ones overriding earlier ones: ``~/.morphz/morphz.toml`` (the user's), then
+``morphz.toml`` in the project folder (the current directory). The project's file comes with
+whatever folder the user runs in (a cloned repository), so it may not decide where the user's
+data and keys go or what runs without asking (:func:`_project_limits`): no ``base_url``, no
+policy or ``ask_default`` of ``"allow"``, no ``profile`` outside the project folder. Secrets
+come only from the environment (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``) and are never
+written to events; ``OPENAI_BASE_URL`` points the OpenAI-compatible adapter at vLLM, Ollama,
+llama.cpp server or a hosted endpoint, and wins over ``[openai] base_url`` (flags, then the
+environment, then the files).
 
 ::
 
@@ -20,10 +25,10 @@ points the OpenAI-compatible adapter at vLLM, Ollama, llama.cpp server or a host
     output_reserve = 8000
     limit = 60000
     reserve = 4000
-    [policies]                        # allow | ask | deny, per tool
+    [policies]                        # allow | ask | deny, per tool ("allow": the user's file)
     exec = "ask"
     [openai]
-    base_url = "http://localhost:11434/v1"
+    base_url = "http://localhost:11434/v1"   # the user's file only; OPENAI_BASE_URL wins
     [anthropic]
     prompt_cache = "5m"               # 5m | 1h | off: marks for Anthropic's prompt cache
     [models."openai:gpt-4o-mini"]     # per model spec
@@ -33,11 +38,12 @@ points the OpenAI-compatible adapter at vLLM, Ollama, llama.cpp server or a host
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from morphz.checks import check_whole
 from morphz.errors import InputError
@@ -101,21 +107,77 @@ def _read(path: Path) -> dict[str, Any]:
             f"cannot read the configuration {path}: it is not UTF-8 ({exc.reason} at byte "
             f"{exc.start}); save it as UTF-8"
         ) from exc
+    except RecursionError:  # arrays or inline tables nested thousands deep
+        raise InputError(
+            f"cannot read the configuration {path}: its arrays or tables are nested too deeply "
+            "for a configuration; fix the file"
+        ) from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"cannot read the configuration {path}: {exc}") from exc
 
 
 def load(home: Path, project: Path, env: Mapping[str, str]) -> Settings:
-    """Settings from the configuration files and the environment."""
+    """Settings from the configuration files and the environment. The project's file is held
+    to :func:`_project_limits` (unless it is the user's own file, reached from ~/.morphz)."""
     merged: dict[str, Any] = {}
     files = config_files(home, project)
+    user = config_paths(home, project)[0]
     for path in files:
         data = _read(path)
         _known_keys(data, f" in {path}")  # named with its file: there may be two
         if isinstance(data.get("profile"), str):  # a path relative to the file that names it
             data["profile"] = str(path.parent / Path(data["profile"]).expanduser())
+        if not _same_file(path, user):
+            _project_limits(data, path, user)
         merged = _merged(merged, data)
     return _settings(merged, env, tuple(files))
+
+
+def _same_file(path: Path, other: Path) -> bool:
+    try:
+        return path.samefile(other)
+    except OSError:  # ``other`` does not exist: ``path`` (which does) is another file
+        return False
+
+
+def _project_limits(data: dict[str, Any], path: Path, user: Path) -> None:
+    """Refuse what a project's morphz.toml (a cloned repository's) may not set: where the
+    user's key and requests go (a ``base_url``), what runs without asking (a policy or
+    ``ask_default`` of ``"allow"``; ``"ask"`` and ``"deny"`` only make things stricter), and a
+    ``profile`` outside the project folder (it is sent with every request: ``~/.ssh/id_rsa``).
+    Values of the wrong type are left to the checks every file gets."""
+    for provider, alternative in (("openai", " or set OPENAI_BASE_URL"), ("anthropic", "")):
+        section = data.get(provider)
+        if isinstance(section, dict) and "base_url" in section:
+            _refuse(path, f"[{provider}] base_url", "where requests and keys go", user, alternative)
+    policies = data.get("policies")
+    allowed = [t for t, p in policies.items() if p == "allow"] if isinstance(policies, dict) else []
+    for tool in allowed:
+        _refuse(path, f'[policies] {tool} = "allow"', _UNASKED, user, "")
+    if data.get("ask_default") == "allow":
+        _refuse(path, 'ask_default = "allow"', _UNASKED, user, "")
+    if isinstance(data.get("profile"), str):
+        _project_profile(data["profile"], path, user)
+
+
+def _project_profile(profile: str, path: Path, user: Path) -> None:
+    """A project file's ``profile`` (made absolute) is in the project's folder, symbolic links
+    followed (``realpath``, which leaves a loop as it is: reading it fails later)."""
+    folder = Path(os.path.realpath(path.parent))
+    if not Path(os.path.realpath(profile)).is_relative_to(folder):
+        what = f"a profile outside its folder {folder} (it is sent with every request)"
+        # no "or give --profile": the file is refused before the option would replace it
+        _refuse(path, f"profile = {profile!r}", what, user, "")
+
+
+_UNASKED = "what runs without asking (a project's file may only make policies stricter: ask, deny)"
+
+
+def _refuse(path: Path, setting: str, what: str, user: Path, alternative: str) -> NoReturn:
+    raise InputError(
+        f"{path} sets {setting}: a project's morphz.toml may not set {what}; put it in your "
+        f"own {user}{alternative}, or remove it from {path}"
+    )
 
 
 def _known_keys(data: dict[str, Any], where: str) -> None:
@@ -161,7 +223,7 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         ask_default=_one_of(data, "ask_default", ("deny", "allow")) == "allow",
         budget=_budget(_table(data, "budget", "window = 128000")),
         policies=policies,
-        openai_base_url=openai.get("base_url") or env.get("OPENAI_BASE_URL"),
+        openai_base_url=env.get("OPENAI_BASE_URL") or openai.get("base_url"),  # env first
         anthropic_base_url=anthropic.get("base_url"),
         anthropic_prompt_cache=anthropic.get("prompt_cache", PROMPT_CACHE[0]),
         exact_tokens=_one_of(data, "tokenizer", ("auto", "estimate")) == "auto",
@@ -248,12 +310,25 @@ def _budget(section: dict[str, Any]) -> dict[str, int]:
     return spec
 
 
+PROFILE_CAP = 1 << 20  # bytes: a profile goes into every request; 1 MiB is beyond any window
+
+
 def read_profile(path: Path) -> str:
-    """The harness definition in ``path``: UTF-8 text, not empty (InputError otherwise)."""
+    """The harness definition in ``path``: UTF-8 text of at most :data:`PROFILE_CAP` bytes, not
+    empty (InputError otherwise). No more than the cap and one byte is read (``/dev/zero`` never
+    ends); a pipe (``--profile <(...)``) is read as a file is. Line ends read as ``\n``."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            data = file.read(PROFILE_CAP + 1)
+        if len(data) > PROFILE_CAP:
+            raise InputError(
+                f"the profile {path} is larger than {PROFILE_CAP:,} bytes (1 MiB), more than any "
+                "request has room for: give a shorter harness definition"
+            )
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the profile {path}: {exc}") from exc
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # as read_text read it
     if not text.strip():
         raise InputError(f"the profile {path} is empty: write the agent's harness definition in it")
     return text
