@@ -736,7 +736,9 @@ def _reorder(history: History, op: str, pick: int) -> None:
     visible = [f.id for f in ctx.mind().frames if f.lifecycle != "retired"]
     if visible:
         where = "first" if pick % 2 else "last"
-        tx(ctx, f"(place {visible[pick % len(visible)]} {where})")
+        order, fid = ctx.mind().order, visible[pick % len(visible)]
+        if order[0 if where == "first" else -1] != fid:  # a place that moves nothing is refused
+            tx(ctx, f"(place {fid} {where})")
 
 
 def test_a_new_evaluation_profile_or_capabilities_rebuilds_the_seed(ctx: morphz.Context) -> None:

@@ -516,16 +516,13 @@ def test_unrelate_refusals(ctx: morphz.Context) -> None:
     ("op", "order"),
     [
         ("(place d first)", ["d", "a", "b", "c"]),
-        ("(place a first)", ["a", "b", "c", "d"]),
         ("(place a last)", ["b", "c", "d", "a"]),
-        ("(place d last)", ["a", "b", "c", "d"]),
         ("(place d (before b))", ["a", "d", "b", "c"]),
         ("(place d (before a))", ["d", "a", "b", "c"]),
         ("(place a (before d))", ["b", "c", "a", "d"]),
         ("(place a (after c))", ["b", "c", "a", "d"]),
         ("(place a (after d))", ["b", "c", "d", "a"]),
         ("(place d (after a))", ["a", "d", "b", "c"]),
-        ("(place b (after a))", ["a", "b", "c", "d"]),
     ],
 )
 def test_place(ctx: morphz.Context, op: str, order: list[str]) -> None:
@@ -535,6 +532,14 @@ def test_place(ctx: morphz.Context, op: str, order: list[str]) -> None:
     assert receipt.effects[0].op == "place"
     commit(ctx, "(create e (x))")
     assert ctx.mind().order == [*order, "e"]  # creation still appends
+
+
+@pytest.mark.parametrize("op", ["(place a first)", "(place d last)", "(place b (after a))"])
+def test_a_place_that_moves_nothing_is_refused(ctx: morphz.Context, op: str) -> None:
+    """Like every other no-op (review 17b): it would take a version and write `order`."""
+    commit(ctx, *(f"(create {f} (x))" for f in "abcd"))
+    refused(ctx, ValidationError, op, reason=None, op_index=0)
+    assert ctx.mind().order == ["a", "b", "c", "d"]
 
 
 def test_place_refusals(ctx: morphz.Context) -> None:
@@ -565,13 +570,13 @@ def test_repeated_places_between_the_same_neighbours(ctx: morphz.Context) -> Non
         expected.insert(expected.index("x"), mover)
         assert ctx.mind().order == expected, f"after {i + 1} places"
     for i in range(80):
-        mover = "p" if i % 2 == 0 else "q"
+        mover = "q" if i % 2 == 0 else "p"  # q is after x now: each place moves its frame
         commit(ctx, f"(place {mover} (after a))", reason=None)
         expected.remove(mover)
         expected.insert(expected.index("a") + 1, mover)
         assert ctx.mind().order == expected, f"after {i + 1} places after a"
     for i in range(80):
-        commit(ctx, f"(place {'p' if i % 2 else 'q'} first)", reason=None)
+        commit(ctx, f"(place {'q' if i % 2 else 'p'} first)", reason=None)
     commit(ctx, "(create new (x))")
     assert ctx.mind().order[-1] == "new"
 
@@ -591,14 +596,19 @@ def test_random_places_match_a_list_model(ctx: morphz.Context) -> None:
     for _ in range(150):
         mover = rng.choice(ids)
         where = rng.choice(["first", "last", "before", "after"])
-        model.remove(mover)
+        moved = [f for f in model if f != mover]
         if where in ("first", "last"):
-            commit(ctx, f"(place {mover} {where})", reason=None)
-            model.insert(0 if where == "first" else len(model), mover)
+            op = f"(place {mover} {where})"
+            moved.insert(0 if where == "first" else len(moved), mover)
         else:
-            anchor = rng.choice(model)
-            commit(ctx, f"(place {mover} ({where} {anchor}))", reason=None)
-            model.insert(model.index(anchor) + (where == "after"), mover)
+            anchor = rng.choice([f for f in model if f != mover])
+            op = f"(place {mover} ({where} {anchor}))"
+            moved.insert(moved.index(anchor) + (where == "after"), mover)
+        if moved == model:  # a place that moves nothing is refused (review 17b)
+            refused(ctx, ValidationError, op, reason=None, op_index=0)
+        else:
+            commit(ctx, op, reason=None)
+            model = moved
         assert ctx.mind().order == model
 
 

@@ -318,6 +318,7 @@ def apply_ops(m: Model, ops: list[tuple], reason: str | None, session: str) -> t
             frame(fid)
             if anchor is not None:
                 frame(anchor)
+            before = list(m.order)
             m.order.remove(fid)
             if where == "first":
                 m.order.insert(0, fid)
@@ -326,6 +327,8 @@ def apply_ops(m: Model, ops: list[tuple], reason: str | None, session: str) -> t
             else:
                 i = m.order.index(anchor)
                 m.order.insert(i + (where == "after"), fid)
+            if m.order == before:  # a place that moves nothing is a no-op: refused (review 17b)
+                raise Refused("validation")
             written.add("order")
         elif name == "checkpoint":
             if op[1] in m.checkpoints:

@@ -78,15 +78,18 @@ def test_a_place_that_leaves_the_mind_order_as_it_was_is_an_increment(
     ctx: morphz.Context,
 ) -> None:
     """A rebuild is for a change to what the seed shows, or an order increments cannot state.
-    ``(place b last)`` when ``b`` is already last, or ``(place a first)`` when ``a`` is already
-    first, leaves the mind order (and everything else the seed shows) as it was, so the next
-    request is the previous one plus an increment (with the kernel's new mind version). Today
-    the encoder compares the frames' float sort keys, which a place always changes, and
-    rebuilds the whole seed (``seed-changed``): a full cache miss for nothing."""
-    tx(ctx, "(create a (x 1)) (create b (x 2))")
+    A place that moves a frame only past retired frames (``(place a first)`` when only the
+    retired ``x`` is before it) leaves the mind order the seed shows as it was, so the next
+    request is the previous one plus an increment (with the kernel's new mind version). The
+    encoder once compared the frames' float sort keys, which a place always changes, and
+    rebuilt the whole seed (``seed-changed``): a full cache miss for nothing. (A place that
+    moves nothing at all is refused since review 17b.)"""
+    ctx.set_window(0)  # a retire retires at once
+    tx(ctx, "(create x (x 0)) (create a (x 1)) (create b (x 2))")
+    tx(ctx, "(retire x)", reason="done")
     encoder = DeltaEncoder()
     first = encoder.next(ctx.encode(OPTS))
-    tx(ctx, "(place b last)")
+    tx(ctx, "(place a first)")
     fresh = ctx.encode(OPTS)
     assert fresh.region("mind") in first  # the mind region is byte-identical
     second = encoder.next(fresh)

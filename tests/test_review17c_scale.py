@@ -203,7 +203,8 @@ def test_reordering_frames_does_not_read_every_frame_the_context_ever_had(
             chain = " ".join(f"(place f{i} (after f{i - 1}))" for i in range(1, 20))
             tx(ctx, f"(place f0 first) {chain}")
             back = list(reversed(range(20)))
-            chain = " ".join(f"(place f{back[j]} (after f{back[j - 1]}))" for j in range(1, 20))
+            # f0 ends up after f1 without a place of its own (one would move nothing: refused)
+            chain = " ".join(f"(place f{back[j]} (after f{back[j - 1]}))" for j in range(1, 19))
             text = f"(place f{back[0]} first) {chain}"
             steps.append(vm_steps(db, lambda ctx=ctx, text=text: tx(ctx, text)))
             shown = [f.id for f in ctx.mind().frames if f.lifecycle == "active"]

@@ -74,7 +74,8 @@ relating an existing edge is an error")
    (unrelate "(unrelate S RELATION O)" "removes the edge; it must exist")
    (place "(place ID first|last|(before ID2)|(after ID2))" "moves a frame in the mind order")
    (checkpoint "(checkpoint NAME)" "snapshots frames, relations, order, lifecycle, protection
-(not observations); a name in use is refused: drop it first")
+(not observations) as they are when it commits (a rebase includes others' changes since your
+base-version); a name in use is refused: drop it first")
    (rollback "(rollback NAME)" "the mind returns to the snapshot, except that a frame retiring
 there whose window has ended since comes back retired (restore it if you need it); history
 keeps everything; needs the exact current base-version")

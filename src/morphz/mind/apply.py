@@ -456,6 +456,13 @@ def _place(a: _Apply, op: o.Place) -> None:
     frame = a.need_frame(op.id)
     anchor = a.need_frame(op.anchor) if op.anchor is not None else None
     lo, hi = order.between(a.view, op.id, op.where, anchor)
+    if order.stays(a.view, frame, lo, hi):
+        where = op.where + (f" {op.anchor}" if op.anchor else "")
+        raise a.fail(
+            ValidationError,
+            f"frame '{op.id}' is {where} already: drop this operation",
+            target=op.id,
+        )
     if lo is None and hi is None:
         pos = 1.0
     elif lo is None:

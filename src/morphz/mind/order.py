@@ -25,6 +25,18 @@ def between(
     return anchor, _step(view, anchor.pos, anchor.id, moved, after=True)
 
 
+def stays(view: MindView, moved: Frame, lo: Frame | None, hi: Frame | None) -> bool:
+    """Whether ``moved`` is between ``lo`` and ``hi`` already (its neighbours in the whole
+    order, retired frames included): a place that would move nothing."""
+    before = view.frame_before(moved.pos, moved.id)
+    after = view.frame_after(moved.pos, moved.id)
+    return _id(before) == _id(lo) and _id(after) == _id(hi)
+
+
+def _id(frame: Frame | None) -> str | None:
+    return None if frame is None else frame.id
+
+
 def _step(view: MindView, pos: float, fid: str, skip: str, after: bool) -> Frame | None:
     """The frame next to ``(pos, fid)`` one way, passing over the frame ``skip``."""
     step = view.frame_after if after else view.frame_before
