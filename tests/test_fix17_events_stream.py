@@ -91,7 +91,7 @@ def test_events_appended_while_it_prints_are_not_listed(store: Path) -> None:
         ctx = db.context("c")
         last = ctx.events()[-1].seq
         seen = []
-        for event in listing.history(ctx, 0, None):
+        for event in listing.history(ctx, 0, None, listing.last_seq(ctx)):
             seen.append(event.seq)
             if event.seq == 10:
                 ctx.observe("user_message", "later")

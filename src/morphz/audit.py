@@ -71,7 +71,7 @@ class _Report:
         """The replay environment of a session's commits (one value per session)."""
         env = self.envs.get(session)
         if env is None:
-            env = self.envs[session] = Env(session, receipts=False)  # state only
+            env = self.envs[session] = Env(session, receipts=False, live=False)  # state only
         return env
 
 

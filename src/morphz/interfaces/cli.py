@@ -445,11 +445,13 @@ def events_command(
 ) -> None:
     """The event history of CTX, oldest first."""
     with open_context(db_path, context_id) as ctx:  # printed as read (interfaces.listing)
+        last = listing.last_seq(ctx)
 
         def history() -> Iterator[morphz.Event]:
-            return listing.history(ctx, after, limit)
+            return listing.history(ctx, after, limit, last)
 
         if fmt == "json":
+            listing.read_through(history())
             lines = listing.json_lines((e.to_dict() for e in history()), as_json)
         else:
             lines = render.event_lines(history)

@@ -66,9 +66,13 @@ class Env:
     # receipt's effects are no part of, so it records none and skips the lookups only their
     # figures need (a frame's relations)
     receipts: bool = True
+    # whether this is a new commit: refusals added after a release (a place that moves
+    # nothing, review 17b) apply to new commits only; a replay (the audit) accepts what an
+    # earlier release committed, as txlang.validate.check_new does for the text's rules
+    live: bool = True
 
 
-REPLAY_ENV = Env(session="", receipts=False)
+REPLAY_ENV = Env(session="", receipts=False, live=False)
 
 
 class _Apply:
@@ -456,7 +460,7 @@ def _place(a: _Apply, op: o.Place) -> None:
     frame = a.need_frame(op.id)
     anchor = a.need_frame(op.anchor) if op.anchor is not None else None
     lo, hi = order.between(a.view, op.id, op.where, anchor)
-    if order.stays(a.view, frame, lo, hi):
+    if a.env.live and order.stays(a.view, frame, lo, hi):
         where = op.where + (f" {op.anchor}" if op.anchor else "")
         raise a.fail(
             ValidationError,

@@ -43,12 +43,18 @@ def make_private_folders(folder: Path) -> None:
 
 def create_private_file(path: Path) -> None:
     """Create the store file ``path`` empty and 0600 (less the umask) when nothing is there;
-    a file (or anything else) already there is left alone, whoever created it just now."""
-    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
+    a file (or anything else) already there is left alone, whoever created it just now. A
+    symbolic link to a file not there yet is followed: the file it names is made 0600."""
+    flags = os.O_CREAT | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
     try:
-        descriptor = os.open(path, flags, PRIVATE_FILE)
+        descriptor = os.open(path, flags | os.O_EXCL, PRIVATE_FILE)
     except FileExistsError:
-        return  # SQLite opens what is there (and names a folder or a foreign file)
+        if not (path.is_symlink() and not path.exists()):
+            return  # SQLite opens what is there (and names a folder or a foreign file)
+        try:  # a link to a file not there yet (a store kept on another volume): make it
+            descriptor = os.open(path, flags, PRIVATE_FILE)
+        except OSError:  # (its folder is missing, say): SQLite's open says so, by name
+            return
     os.close(descriptor)
 
 

@@ -75,6 +75,20 @@ QUOTED_NOTE = (
 )
 
 
+# what a result says when a path it shows is not UTF-8 (a Latin-1 archive's names): Python
+# gives such a byte as a lone surrogate, \udcXX, which no tool argument can hold
+NOT_UTF8_NOTE = (
+    "a name holding \\udcXX has a byte that is not UTF-8 there: the file tools cannot take it "
+    "as a path; reach it with exec (a glob such as caf?.txt, or rename it)"
+)
+
+
+def not_utf8(path: str) -> bool:
+    """Whether ``path`` holds a byte the file system gave that is not UTF-8 (a surrogate escape,
+    U+DC80-U+DCFF, which a tool's arguments refuse)."""
+    return any("\udc80" <= c <= "\udcff" for c in path)
+
+
 def shown_path(path: str) -> str:
     """``path`` as a tool's text shows it: as it is, or, when it holds a character that is not
     printable (a line break, an escape, a format character such as a bidi override, a line

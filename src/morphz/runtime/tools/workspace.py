@@ -35,6 +35,7 @@ from morphz.runtime.tools.base import (
 from morphz.runtime.tools.linesearch import literal_search, notes, regex_search
 from morphz.runtime.tools.paths import (
     HASH_MAX_BYTES,
+    NOT_UTF8_NOTE,
     QUOTED_NOTE,
     READ_MAX_CHARS,
     SEARCH_MAX_FILE_BYTES,
@@ -45,6 +46,7 @@ from morphz.runtime.tools.paths import (
     create_atomic,
     existing,
     glob_regex,
+    not_utf8,
     read_page,
     relative,
     replace_atomic,
@@ -202,7 +204,7 @@ def _list(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
         f"{e['type']:<7} {'-' if e['size'] is None else e['size']:>10}  {shown_path(e['path'])}"
         for e in entries
     ]
-    note = f"; {QUOTED_NOTE}" if _quoted(where, *(e["path"] for e in entries)) else ""
+    note = _notes(where, [e["path"] for e in entries], "; {}")
     lines = [f"{len(entries)} entries in {where} (type, size in bytes, path{note}):", *rows]
     if truncated:
         lines.append(
@@ -284,7 +286,7 @@ def _search(a: dict[str, Any], tc: ToolContext) -> ToolOutcome:
     matches = [{"path": p, "line": n, "text": t, "column": c} for p, n, t, c in found.matches]
     truncated = found.stop is not None
     where = shown_path(relative(tc, top))
-    note = f" ({QUOTED_NOTE})" if _quoted(where, *(m["path"] for m in matches)) else ""
+    note = _notes(where, [m["path"] for m in matches], " ({})")
     lines = [f"{len(matches)} matches for {query!r} in {where}{note}"]
     lines += [_match_line(m) for m in matches]
     if found.stop == "limit":
@@ -305,9 +307,15 @@ def _match_line(m: dict[str, Any]) -> str:
     return f"{shown_path(m['path'])}:{m['line']}: {where}{m['text']}"
 
 
-def _quoted(where: str, *paths: str) -> bool:
-    """Whether a result shows ``where`` (as shown) or one of ``paths`` as a JSON string."""
-    return where.startswith('"') or any(shown_path(p) != p for p in paths)
+def _notes(where: str, paths: list[str], form: str) -> str:
+    """What a result adds, in ``form``, when it shows ``where`` (as shown: a path the model gave,
+    valid Unicode) or one of ``paths`` as a JSON string, and when one of them is not UTF-8."""
+    notes = []
+    if where.startswith('"') or any(shown_path(p) != p for p in paths):
+        notes.append(QUOTED_NOTE)
+    if any(not_utf8(p) for p in paths):
+        notes.append(NOT_UTF8_NOTE)
+    return form.format("; ".join(notes)) if notes else ""
 
 
 def search_files_tool(policy: Policy = "allow") -> Tool:
