@@ -129,9 +129,11 @@ def finish(
 
 
 def check_owns(r: ReadTxn, context_id: str, activation_id: str | None, session: str) -> None:
-    """InputError unless ``activation_id`` is None or a running activation of ``session`` in
-    this context: the one whose work a batch of observations records (observe_batch's
-    ``activation``; recovery records a killed call's result before it ends the activation)."""
+    """InputError unless ``activation_id`` is None or an activation of ``session`` in this
+    context: the one whose work a batch of observations records (observe_batch's
+    ``activation``). It may have ended: an activation marked interrupted by another process
+    (``context recover --activation``, for a process on another host) while its engine still
+    runs goes on recording what its calls did, which history keeps."""
     if activation_id is None:
         return
     act = r.activation(check_activation_id(activation_id))
@@ -144,11 +146,6 @@ def check_owns(r: ReadTxn, context_id: str, activation_id: str | None, session: 
         raise InputError(
             f"activation {activation_id} runs in session '{act.session_id}', not "
             f"'{session}': record its work in its own session"
-        )
-    if act.state != "running":
-        raise InputError(
-            f"activation {activation_id} has ended ({act.state}): its work can no longer be "
-            "recorded; record these observations without an activation, or in one that runs"
         )
 
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from morphz import activating, committing
+from morphz import activating, committing, reading
 from morphz import events as ev
 from morphz import observe as appending
 from morphz import stored_settings as stored
@@ -31,11 +31,10 @@ from morphz.mind import (
     chain_head,
     ensure_session,
     finalize_due,
-    remaining_ticks,
 )
 from morphz.observe import Observation
 from morphz.recall import maintain
-from morphz.results import AuditReport, FrameView, Mind, ObservationView, Receipt, Status
+from morphz.results import AuditReport, Mind, Receipt, Status
 from morphz.store.base import ActivationRow, SessionRow, WriteTxn
 from morphz.stored_settings import calibration_name, read_setting
 from morphz.txlang import print_tx, read_tx
@@ -76,67 +75,15 @@ class Context:
         """Counts, versions and the context pressure of the default encoding, compiled at
         ``local_time`` (an ISO time; it also anchors the session window) as ``encode`` would
         compile it, so the two state the same figure."""
-        from morphz.encoding.compile import compile_encoding
-        from morphz.encoding.options import EncodeOptions
-
         with self.db.store.read(self.id) as r:
-            row = r.row
-            frames, observations = r.frame_counts(), r.observation_counts()
-            protected = {
-                "frames": frames.pop("protected"),
-                "observations": observations.pop("protected"),
-            }
-            return Status(
-                context=self.id,
-                version=row.version,
-                clock=row.clock,
-                last_seq=row.last_seq,
-                window=row.window,
-                head=row.head,
-                frames=frames,
-                observations=observations,
-                protected=protected,
-                sessions=sum(r.active.session_counts().values()),
-                checkpoints=len(r.active.checkpoint_names()),
-                running_activations=len(r.activations(running_only=True)),
-                pressure=compile_encoding(
-                    r, EncodeOptions(local_time=local_time or "unknown")
-                ).pressure.to_dict(),
-            )
+            return reading.status(r, self.id, local_time)
 
     def mind(self, *, all_observations: bool = False) -> Mind:
         """The mind as shown to an operator. Observations: the active ones (protected ones are
         among them: protect refuses a retired observation, retire a protected one), plus the
         retired ones when ``all_observations``."""
         with self.db.store.read(self.id) as r:
-            clock = r.row.clock
-            frames = tuple(
-                FrameView(
-                    f.id,
-                    f.body,
-                    f.revision,
-                    f.lifecycle,
-                    remaining_ticks(f, clock),
-                    f.sources,
-                    f.protected,
-                    f.reason,
-                )
-                for f in r.ordered_frames()
-            )
-            observations = tuple(
-                ObservationView(make_ref(o.seq), o.kind, o.lifecycle, o.protected, o.chars)
-                for o in r.observations(active_only=not all_observations)
-            )
-            return Mind(
-                context=self.id,
-                version=r.row.version,
-                clock=clock,
-                frames=frames,
-                relations=tuple(sorted(r.edges())),
-                checkpoints=tuple(r.checkpoint_versions()),
-                observations=observations,
-                sessions=tuple((s.id, s.attention) for s in r.sessions()),
-            )
+            return reading.mind(r, self.id, all_observations)
 
     def events(self, after: int = 0, limit: int | None = None) -> list[ev.Event]:
         """The events after seq ``after``, at most ``limit`` of them (all when None)."""

@@ -174,8 +174,9 @@ def open(
     nothing committed) or FULL (power loss neither). A store from an older release may need its
     recall indexes rebuilt as it opens (once, before it is returned): ``progress(context, done,
     total)`` reports each rebuild's events. A context whose events cannot all be read (a
-    damaged store) keeps its index as it was, marked stale (searchable, with the documents it
-    had; ``recall_index.inspect()`` says it is not current): the store still opens, so that
+    damaged store) keeps its event documents as they were, marked stale (searchable;
+    ``recall_index.inspect()`` says it is not current), and has its frames' documents rewritten
+    (they need no event): the store still opens, so that
     the audit can report the damage, and the next open tries again. ``now`` is the store's
     clock (None: UTC now)."""
     path = store_path(target)
@@ -198,5 +199,5 @@ def _rebuild_unless_damaged(ctx: Context, progress: Callable[[int, int], None] |
     read. Refusing to open would leave no way to audit or export the store (review 14)."""
     try:
         ctx.recall_index.rebuild(progress=progress)
-    except DamagedStoreError:
-        return  # still marked stale (inspect says so); the audit reports the damage
+    except DamagedStoreError:  # still marked stale (inspect says so); the audit reports the
+        ctx.recall_index.refresh_frames()  # damage; frames need no event (review 17l)

@@ -313,6 +313,19 @@ class RecallIndex:
         with self.ctx.db.store.read(self.ctx.id) as r:
             return sorted(r.recall.documents())
 
+    def refresh_frames(self) -> int:
+        """Rewrite every frame's document from the mind as it is now, reading no event: what a
+        rebuild does for the frames, for a context whose events cannot all be read (a damaged
+        store keeps its event documents as they were, but its frames' documents follow the
+        current rule and the current relations). The number of documents written; 0 when the
+        context has no index yet."""
+        with self.ctx.db.store.write(self.ctx.id) as w:
+            if w.recall.meta() is None:
+                return 0
+            frame_ids = [f.id for f in w.frames()]
+            maintain.index_frames(w, frame_ids, self.ctx.db.timestamp())
+            return len(frame_ids)
+
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> IndexReport:
         """Regenerate the index from events and mind into a new table, in batches of
         :data:`REBUILD_BATCH` events (one short write transaction each, so writers are not
