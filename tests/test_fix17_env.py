@@ -1,8 +1,9 @@
 """The seventeenth session's fixes to the agent process's environment and the file tools'
-listings: while exec or chat runs, the provider secrets are out of ``os.environ`` and, on
-Linux, blanked in the process's initial environment block, which is closed to the user's other
-processes (runtime/secrets_env.py); a path holding a control character is shown as a JSON
-string, one line, that names the file again (runtime/tools/paths.shown_path)."""
+listings: while exec or chat runs, the provider secrets are (on Linux) blanked in the
+process's initial environment block (``os.environ`` is left to the host, review 17i), which is
+closed to the user's other processes (runtime/secrets_env.py); a path holding a control
+character is shown as a JSON string, one line, that names the file again
+(runtime/tools/paths.shown_path)."""
 
 from __future__ import annotations
 
@@ -42,8 +43,8 @@ with withheld() as done:
     inside = {n: os.environ.get(n) for n in (*names, "FIX17_OTHER")}
     dumpable = ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)
 after = {n: os.environ.get(n) for n in names}
-print(json.dumps({"done": [list(done.removed), list(done.overwritten), done.closed,
-    done.skipped], "block": block, "inside": inside, "dumpable": dumpable, "after": after}))
+print(json.dumps({"done": [list(done.overwritten), done.closed, done.skipped],
+    "block": block, "inside": inside, "dumpable": dumpable, "after": after}))
 """
 
 
@@ -60,14 +61,15 @@ def test_the_secrets_are_blanked_in_the_initial_environment_and_proc_is_closed(
     tmp_path: Path,
 ) -> None:
     seen = _withheld_in_a_child(tmp_path)
-    removed, overwritten, closed, skipped = seen["done"]  # type: ignore[misc]
-    assert sorted(removed) == sorted(SECRETS) == sorted(overwritten), seen["done"]
+    overwritten, closed, skipped = seen["done"]  # type: ignore[misc]
+    assert sorted(overwritten) == sorted(SECRETS), seen["done"]
     assert closed is True and skipped is None
     block = str(seen["block"])
     assert not any(value in block for value in SECRETS.values()), block
     assert "FIX17_OTHER=kept" in block.split("\0")  # the other variables are as they were
     assert "OPENAI_API_KEY=" in block.split("\0")  # the name stays, its value blanked
-    assert seen["inside"] == dict.fromkeys(SECRETS) | {"FIX17_OTHER": "kept"}
+    # os.environ is left as it is (review 17i: a host's other threads still need the keys)
+    assert seen["inside"] == SECRETS | {"FIX17_OTHER": "kept"}
     assert seen["dumpable"] == 0
     assert seen["after"] == SECRETS  # os.environ as it was once it is left
 
@@ -79,7 +81,7 @@ def test_morphz_dumpable_keeps_the_process_dumpable_and_still_blanks_the_secrets
     """MORPHZ_DUMPABLE=1: a debugger or a core dump as the same user; /proc/PID/environ is open
     again, so the values are blanked all the same."""
     seen = _withheld_in_a_child(tmp_path, MORPHZ_DUMPABLE="1")
-    assert seen["done"][2] is False  # type: ignore[index]
+    assert seen["done"][1] is False  # type: ignore[index]
     assert seen["dumpable"] == 1
     assert not any(value in str(seen["block"]) for value in SECRETS.values())
 

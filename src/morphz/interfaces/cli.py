@@ -30,7 +30,7 @@ from morphz import demo as demo_module
 from morphz.checks import check_id, check_window
 from morphz.interfaces import arguments, listing, render, stopping, tables, unwritten
 from morphz.interfaces.output import as_json, emit, out
-from morphz.owners import owner_alive, still_runs
+from morphz.owners import host_name, owner_alive, still_runs, untold_reason
 from morphz.store.base import ActivationRow
 
 DB_ENV = "MORPHZ_DB"
@@ -473,7 +473,8 @@ def events_command(
     metavar="ID",
     multiple=True,
     help="Also mark this running activation interrupted, whatever its owner (one on another "
-    "host, say), unless its process is alive on this host. Repeatable.",
+    "host, say), unless its process is alive on this host, or is of this host and hidden "
+    "(/proc hidepid). Repeatable.",
 )
 @db_option
 @format_option
@@ -509,10 +510,19 @@ def _check_named(ctx: morphz.Context, activation: str) -> None:
             f"`morphz context recover {ctx.id}` lists the running ones"
         )
     owner = found[0].owner
-    if owner is not None and still_runs(owner, activation):
+    if owner is None:
+        return
+    alive = still_runs(owner, activation)
+    if alive:
         raise morphz.InputError(
             f"activation {activation} is run by process {owner.pid}, alive on this host: stop it "
             "first (it records its own end)"
+        )
+    if alive is None and owner.host == host_name():  # only another host's is the user's call
+        raise morphz.InputError(
+            f"activation {activation} is run by process {owner.pid} of this host, and whether it "
+            f"is alive cannot be told: {untold_reason(owner)}; stop it first (it records its "
+            "own end), or run recover as a user who can see it"
         )
 
 

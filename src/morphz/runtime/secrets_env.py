@@ -1,14 +1,12 @@
 """The provider secrets kept out of reach of the agent's commands while ``exec`` or ``chat`` runs.
 
-The configuration reads the secrets (:data:`~morphz.runtime.tools.shell.HIDDEN_ENV`: the API
+The configuration reads the secrets (:data:`~morphz.runtime.tools.secrets.HIDDEN_ENV`: the API
 keys and ``OPENAI_BASE_URL``, which may hold credentials) from the environment into the model
 it makes; after that the process needs them there no more. The exec tool already runs its
 commands without them, but a command can read them from the agent's own process: Linux shows
 every process's initial environment block in ``/proc/PID/environ`` to the other processes of
 its user. :func:`withheld`, entered by the CLI once the model is made:
 
-- takes the secrets out of ``os.environ`` (so no child inherits them: the regex search's
-  child, anything a host's code starts), and puts them back when it is left;
 - on Linux, overwrites their values with NUL bytes in the initial environment block itself
   (``/proc/PID/environ`` then shows each name with an empty value), writing only inside the
   range ``/proc/self/stat`` gives for it (``env_start``..``env_end``) and only when that range
@@ -20,8 +18,11 @@ its user. :func:`withheld`, entered by the CLI once the model is made:
 
 Anything unexpected (no ctypes, a kernel that does not give the range, a block that is not
 what ``/proc/self/environ`` shows) leaves that protection out, said in the :class:`Withheld`
-returned; nothing is written elsewhere and nothing fails. Elsewhere (macOS) only the first
-step is taken: the initial block stays as it was (``ps -E`` shows it to the same user).
+returned; nothing is written elsewhere and nothing fails. ``os.environ`` is left as it is
+(review 17i: taking the secrets out of it for the command's length took them from a host's other
+threads too); the children Morphz starts get an environment without them (the exec tool's
+commands, the regex search's child). Elsewhere (macOS) nothing is done: the initial block stays
+as it was (``ps -E`` shows it to the same user).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from morphz.runtime.tools.shell import HIDDEN_ENV
+from morphz.runtime.tools.secrets import HIDDEN_ENV
 
 PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 KEEP_DUMPABLE = "MORPHZ_DUMPABLE"  # "1": leave the process dumpable (a debugger, a core dump)
@@ -43,11 +44,10 @@ _LINUX = sys.platform.startswith("linux")
 
 @dataclass(frozen=True, slots=True)
 class Withheld:
-    """What :func:`withheld` did: the names taken out of ``os.environ``, those whose values it
-    overwrote in the initial environment block, whether it made the process not dumpable, and
-    why it left the block as it was (None when it looked at it)."""
+    """What :func:`withheld` did: the names whose values it overwrote in the initial
+    environment block, whether it made the process not dumpable, and why it left the block as
+    it was (None when it looked at it)."""
 
-    removed: tuple[str, ...]
     overwritten: tuple[str, ...]
     closed: bool
     skipped: str | None
@@ -55,17 +55,13 @@ class Withheld:
 
 @contextmanager
 def withheld(names: Iterable[str] = HIDDEN_ENV) -> Iterator[Withheld]:
-    """The secrets ``names`` out of this process's environment (see the module) until left;
-    then those taken out of ``os.environ`` are set there again (unless set anew meanwhile)."""
+    """The secrets ``names`` out of reach of this process's other processes (see the module);
+    what it did stays done when it is left (the block is not written back, the process stays
+    not dumpable)."""
     wanted = tuple(names)
-    taken = {name: os.environ.pop(name) for name in wanted if name in os.environ}
     overwritten, skipped = _overwrite_initial(wanted) if _LINUX else ((), "not Linux")
     closed = _LINUX and os.environ.get(KEEP_DUMPABLE) != "1" and _not_dumpable()
-    try:
-        yield Withheld(tuple(taken), overwritten, closed, skipped)
-    finally:
-        for name, value in taken.items():
-            os.environ.setdefault(name, value)
+    yield Withheld(overwritten, closed, skipped)
 
 
 def _overwrite_initial(names: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:

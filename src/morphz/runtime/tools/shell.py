@@ -43,6 +43,7 @@ from morphz.runtime.tools.base import (
     ToolError,
     ToolOutcome,
 )
+from morphz.runtime.tools.secrets import HIDDEN_ENV
 from morphz.runtime.tools.workspace import params, parse_args, prop, relative, resolve_path
 
 MAX_TIMEOUT_S = 600.0
@@ -51,7 +52,6 @@ DEFAULT_MAX_OUTPUT = 16_000
 # the provider secrets (docs/cli.md) never reach a command: the keys, and the base URL, which
 # may hold credentials (https://user:password@host); exec and chat also keep them out of the
 # agent's own process while they run (runtime/secrets_env.py: /proc/PID/environ)
-HIDDEN_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY")
 _DRAIN_S = 2.0  # after the kill, how long the pipes may take to close
 _STOP_S = 10.0  # how long the supervisor may take to end the command once asked to
 _REPORT_CHARS = 4000  # what is kept of the supervisor's stderr (a traceback's end)
