@@ -182,3 +182,26 @@ def user_config(home: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _umask_022() -> None:  # the usual login umask: new files 0644, new folders 0755
+    os.umask(0o022)
+
+
+def morphz_at_umask_022(
+    tmp_path: Path, *args: str, env: dict[str, str], **kw: Any
+) -> subprocess.CompletedProcess[str]:
+    """``morphz ARGS`` in a child process in ``tmp_path`` with ``env``, under the usual login
+    umask (022), whatever the test process's own is."""
+    return subprocess.run(
+        [sys.executable, "-m", "morphz", *args],
+        check=False,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        preexec_fn=_umask_022,
+        **kw,
+    )

@@ -17,6 +17,7 @@ from typing import Any
 
 import morphz
 from histories import tx
+from measures import vm_steps
 from morphz.mind import apply_tx
 from morphz.mind.memory import MindState
 from morphz.observe import Observation
@@ -24,26 +25,6 @@ from morphz.txlang import read_tx
 from morphz.txlang.validate import _twice
 
 # ------------------------------------------------------------------ measures
-
-
-def vm_steps(db: morphz.Database, action: Callable[[], object]) -> int:
-    """SQLite virtual-machine instructions ``action`` runs on the store's writer and on this
-    thread's reader (the connections every ctx call of this thread uses)."""
-    steps = [0]
-
-    def count() -> int:
-        steps[0] += 1
-        return 0
-
-    conns = (db.store._writer, db.store._reader())  # type: ignore[attr-defined]
-    for conn in conns:
-        conn.set_progress_handler(count, 1)
-    try:
-        action()
-    finally:
-        for conn in conns:
-            conn.set_progress_handler(None, 0)
-    return steps[0]
 
 
 def python_lines(action: Callable[[], object]) -> int:

@@ -6,9 +6,7 @@ subprocesses (the CLI as a user runs it) and temporary folders; no network."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ import pytest
 
 from morphz.runtime.tools.base import ToolContext
 from morphz.runtime.tools.workspace import list_files_tool
-from stores import isolated_env
+from stores import isolated_env, morphz_at_umask_022
 from toolruns import run
 
 LINUX = sys.platform.startswith("linux") and Path("/proc/self/environ").exists()
@@ -28,27 +26,6 @@ def _script(tmp_path: Path, steps: list[dict[str, Any]]) -> str:
     path = tmp_path / "steps.json"
     path.write_text(json.dumps(steps), encoding="utf-8")
     return f"scripted:{path}"
-
-
-def _umask_022() -> None:  # the usual login umask: new files 0644, new folders 0755
-    os.umask(0o022)
-
-
-def _morphz(
-    tmp_path: Path, *args: str, env: dict[str, str], **kw: Any
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "morphz", *args],
-        check=False,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-        preexec_fn=_umask_022,
-        **kw,
-    )
 
 
 # --- 2. exec's commands read the provider key from the agent's own process ---------------------
@@ -82,7 +59,9 @@ def test_an_exec_command_cannot_read_the_provider_key_from_the_agent_process(
         [{"tool_calls": [{"name": "exec", "arguments": {"command": command}}]}, {"reply": "ok"}],
     )
     env = isolated_env(tmp_path, MORPHZ_DB=str(tmp_path / "m.db"), OPENAI_API_KEY=key)
-    proc = _morphz(tmp_path, "exec", "go", "--model", model, "--workspace", str(ws), env=env)
+    proc = morphz_at_umask_022(
+        tmp_path, "exec", "go", "--model", model, "--workspace", str(ws), env=env
+    )
     assert proc.returncode == 0, proc.stderr
     assert (ws / "found.txt").exists(), proc.stdout  # the command ran
     assert key not in (ws / "found.txt").read_text(), "the command read the provider key"

@@ -6,39 +6,15 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import morphz
 from morphz.errors import InputError
-from stores import isolated_env
+from stores import isolated_env, morphz_at_umask_022
 
 # --- 1. the store's files are readable by every user of the machine ----------------------------
-
-
-def _umask_022() -> None:  # the usual login umask: new files 0644, new folders 0755
-    os.umask(0o022)
-
-
-def _morphz(
-    tmp_path: Path, *args: str, env: dict[str, str], **kw: Any
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "morphz", *args],
-        check=False,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-        preexec_fn=_umask_022,
-        **kw,
-    )
 
 
 # --- 1. the store's files are readable by every user of the machine ----------------------------
@@ -73,7 +49,7 @@ def test_the_default_store_folder_is_private_to_its_owner(tmp_path: Path) -> Non
     so every user can list it and read the 0644 store in it. The folder Morphz makes for its
     own data should be 0700 (and the store in it 0600)."""
     env = isolated_env(tmp_path)
-    proc = _morphz(tmp_path, "context", "create", "c", env=env)
+    proc = morphz_at_umask_022(tmp_path, "context", "create", "c", env=env)
     assert proc.returncode == 0, proc.stderr
     folder = tmp_path / "home" / ".morphz"
     store = folder / "morphz.db"

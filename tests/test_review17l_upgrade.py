@@ -2,8 +2,8 @@
 
 Stores written by the previous release are emulated here without it where the rows it wrote can
 be written otherwise (its one refusal lifted, its recall documents put back by hand); the tests
-that run the previous release itself need its checkout at /work/wt-base17 (``OLD_SRC``) and are
-skipped without it.
+that run the previous release itself extract it from this repository's history (tests/oldcode.py)
+and are skipped when git cannot give it.
 
 Checked and sound (no test here): a store of 7db4dde with two contexts, four sessions (one
 retired), frames created, derived, revised, protected, retiring and retired, a frame many frames
@@ -25,10 +25,7 @@ activation is recovered with a result for its unanswered call once it has exited
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,25 +33,10 @@ import pytest
 import morphz
 from morphz import activating
 from morphz.recall.documents import FrameDoc, index_text
+from oldcode import old_morphz, run_on
 
-OLD_SRC = Path("/work/wt-base17/src")
+PREVIOUS = "7db4dde"  # the sixteenth session's final commit, the previous release
 CTX = "ctx-a"
-
-
-def _old(code: str, *args: str) -> str:
-    """Run ``code`` on the previous release (skipped when its checkout is not there)."""
-    if not (OLD_SRC / "morphz").is_dir():
-        pytest.skip(f"the previous release's checkout ({OLD_SRC}) is not here")
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env={**os.environ, "PYTHONPATH": str(OLD_SRC)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
 
 
 def _previous_check_owns(r, context_id, activation_id, session):  # type: ignore[no-untyped-def]
@@ -98,7 +80,8 @@ def test_work_an_older_release_recorded_for_an_interrupted_activation_audits_cle
 def test_the_previous_release_s_store_with_late_work_audits_clean(tmp_path: Path) -> None:
     """The same store written by 7db4dde itself (its audit says ok), audited by this release."""
     store = tmp_path / "store.db"
-    said = _old(
+    said = run_on(
+        old_morphz(PREVIOUS, tmp_path),
         """
 import sys, morphz
 with morphz.open(sys.argv[1]) as db:
