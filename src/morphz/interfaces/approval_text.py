@@ -7,14 +7,21 @@ space character is shown counted, as a Python expression (``'rm -rf ~;' + ' ' * 
 so that blanks cannot scroll the head of a command off the screen; and a path argument that
 resolves elsewhere through a symlink names the file it reaches (``path='docs/notes.md'
 (resolves to '.git/hooks/pre-commit')``), the one a write changes.
+
+Where no one is asked (``exec``), :func:`denied_note` says which calls ``ask_default`` denied
+and which settings allow them.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from morphz.events import Event
 
 LONG_RUN = 40  # more blank characters in a row are shown counted (indentation stays)
 PATH_ARGUMENTS = ("path", "cwd")  # the arguments the workspace tools resolve in the workspace
@@ -70,4 +77,25 @@ def _resolved(name: str, value: Any, workspace: Path | None) -> str:
     return f" (resolves to {where!r})"
 
 
-__all__ = ["LONG_RUN", "argument_name", "shown_call", "shown_value"]
+def denied_note(events: Iterable[Event]) -> str | None:
+    """What a run with no one to ask (``exec``) says on stderr when ``ask_default`` denied calls
+    of tools whose policy is "ask" (``events``: the run's; a denied ``approval_result`` each):
+    which tools, how many calls, and how to allow them; None when it denied none."""
+    denied = Counter(
+        str((e.meta or {}).get("tool"))
+        for e in events
+        if e.kind == "approval_result" and (e.meta or {}).get("approved") is False
+    )
+    if not denied:
+        return None
+    tools = ", ".join(name if n == 1 else f"{name} ({n} calls)" for name, n in denied.items())
+    example = next(iter(denied))
+    return (
+        f'morphz: ask_default denied calls of tools whose policy is "ask" (exec asks no one): '
+        f'{tools}. To allow them, set `{example} = "allow"` under `[policies]` (or '
+        '`ask_default = "allow"` for every "ask" tool) in ~/.morphz/morphz.toml, or run '
+        "`morphz chat`, which asks you"
+    )
+
+
+__all__ = ["LONG_RUN", "argument_name", "denied_note", "shown_call", "shown_value"]

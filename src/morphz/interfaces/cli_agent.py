@@ -29,7 +29,7 @@ from morphz.checks import check_id, check_text
 from morphz.database import store_path
 from morphz.ids import ref_seq
 from morphz.interfaces import render, stopping, tables
-from morphz.interfaces.approval_text import shown_call
+from morphz.interfaces.approval_text import denied_note, shown_call
 from morphz.interfaces.cli import (
     db_option,
     format_option,
@@ -288,8 +288,11 @@ def exec_command(
         with _said_if_left_running(ctx):
             result = asyncio.run(_closing(engine.model, engine.run(prompt, session=session)))
         _note_merged_turns(engine, said=False)
-        events = [e.to_dict() for e in _produced(ctx, result)]
+        produced = _produced(ctx, result)
+    events = [e.to_dict() for e in produced]
     emit(fmt, {**result.to_dict(), "event_records": events}, lambda: _reply_text(result))
+    if (denied := denied_note(produced)) is not None:  # on stderr: stdout may be JSON
+        click.echo(denied, err=True)
     if result.state != "delivered":
         raise click.exceptions.Exit(1)
 
@@ -580,11 +583,11 @@ def _recall(ctx: morphz.Context, query: str) -> str:
     store = getattr(ctx.db.store, "path", None)  # a SQLite store's file
     where = [] if store is None else ["--db", str(store)]
     search = shlex.join(["morphz", "context", "recall", "search", *where])
-    if not query_terms(query):
+    if not query_terms(query):  # the context and an empty query: one argument is a QUERY
+        in_range = shlex.join(["--", ctx.id, ""])
         raise morphz.InputError(
             f"nothing searchable in {query!r} (only very common words, symbols or emoji): add "
-            f"specific words; `{search} --since T --until T -- {shlex.quote(ctx.id)}` searches "
-            "a time range"
+            f"specific words; `{search} --since T --until T {in_range}` searches a time range"
         )
     arguments = shlex.join(["--", ctx.id, query])
     return render.search_page(ctx.recall.search(query), command=(search, arguments))

@@ -55,16 +55,16 @@ def out(text: str) -> None:
     """Print ``text`` as it is to a pipe or a file. (``click.echo`` alone strips ANSI escape
     sequences when stdout is not a terminal; stored text, such as a tool result with colour
     codes, must come out as it was stored and as a model is sent it.) At a terminal, control
-    characters but line breaks and tabs, and format characters, are shown as ``\\xNN`` /
-    ``\\uXXXX`` (:func:`tables.visible`): exact content (a reply, an encoding, a recall read) is
-    remote text a model or a file chose, and an escape sequence in it would drive the terminal
-    (OSC 52 sets the clipboard, CSI clears the screen or forges a prompt). On a terminal whose
-    encoding cannot hold a character (a Latin-1 locale), that character is shown as a backslash
-    escape instead of failing. Standard output refusing it (a full disk) is
-    :class:`unwritten.OutputNotWritten`; a broken pipe stays click's (exit status 1, nothing
-    printed)."""
+    characters but line breaks (a line feed, and a carriage return right before one) and tabs,
+    and format characters, are shown as ``\\xNN`` / ``\\uXXXX`` (:func:`tables.visible`):
+    exact content (a reply, an encoding, a recall read) is remote text a model or a file chose,
+    and an escape sequence in it would drive the terminal (OSC 52 sets the clipboard, CSI
+    clears the screen or forges a prompt). On a terminal whose encoding cannot hold a character
+    (a Latin-1 locale), that character is shown as a backslash escape instead of failing.
+    Standard output refusing it (a full disk) is :class:`unwritten.OutputNotWritten`; a broken
+    pipe stays click's (exit status 1, nothing printed)."""
     if _at_a_terminal():
-        text = tables.visible(text, keep="\n\t")
+        text = tables.visible(text, keep="\n\t", crlf=True)
     if not _utf8_out():
         encoding = _out_encoding()
         text = text.encode(encoding, "backslashreplace").decode(encoding)

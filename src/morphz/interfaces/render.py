@@ -26,6 +26,7 @@ from morphz.recall.traverse import Link, Node, TraversalPage
 from morphz.results import AuditReport, FrameView, Mind, Receipt, Status
 from morphz.runtime.report import RequestStats
 from morphz.store.recall_base import BuildingTable
+from morphz.txlang.sexpr import unicode_problem
 
 NONE = "(none)"
 
@@ -201,7 +202,7 @@ def activity_line(e: Event) -> str:
     meta = e.meta or {}
     if e.kind == "model_reply" and payload.get("tool_calls"):
         calls = ", ".join(
-            f"{_flat(c.get('name'))}({_preview(str(c.get('arguments', '')), 70)})"
+            f"{_flat(c.get('name'))}({_preview(_as_written(c.get('arguments', '')), 70)})"
             for c in payload["tool_calls"]
         )
         said = f'says "{_preview(e.text, 100)}" and ' if e.text and e.text.strip() else ""
@@ -212,8 +213,31 @@ def activity_line(e: Event) -> str:
         failed = " (error)" if meta.get("error") else ""
         return f"{e.ref} {_flat(meta.get('tool', 'tool'))}{failed}: {_preview(e.text, 70)}"
     if e.kind in ("approval_request", "approval_result"):
-        return f"{e.ref} {e.kind}: {_preview(e.text or json.dumps(payload, sort_keys=True), 70)}"
+        said = e.text or _json_text(payload, sort_keys=True)
+        return f"{e.ref} {e.kind}: {_preview(said, 70)}"
     return event_line(e)
+
+
+def _as_written(arguments: object) -> str:
+    """A call's arguments as a person reads them: the stored JSON text with its ``\\uXXXX``
+    escapes as the characters they stand for (a model, or json.dumps, often writes any
+    non-ASCII character so), or the stored text as it is when it is not JSON. The caller still
+    shows its controls (:func:`_preview`)."""
+    if not isinstance(arguments, str):
+        return _json_text(arguments)
+    try:
+        return _json_text(json.loads(arguments))
+    except (ValueError, RecursionError):  # not JSON (or a number past int's digit limit)
+        return arguments
+
+
+def _json_text(value: object, **options: Any) -> str:
+    """``value`` as JSON with its characters as they are, but ``\\uXXXX`` for a lone surrogate
+    (an escape that names no character: printed, it fails)."""
+    written = json.dumps(value, ensure_ascii=False, **options)
+    if unicode_problem(written) is None:
+        return written
+    return json.dumps(value, **options)
 
 
 def _receipt_summary(text: str | None) -> str:

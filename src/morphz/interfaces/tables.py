@@ -11,29 +11,38 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 MAX_CELL = 60
 
 
-def visible(text: str, keep: str = "\n") -> str:
+def visible(text: str, keep: str = "\n", *, crlf: bool = False) -> str:
     """``text`` with its control characters but line breaks shown as ``\\xNN``, and its format
-    characters (bidi overrides and isolates, zero-width spaces, tag characters) as ``\\uXXXX``,
-    as ``repr`` shows them, but for the zero-width joiner and non-joiner, which Persian and Indic
-    words and emoji need: what a shortened or wrapped view of stored content prints, so that an
-    escape sequence in a tool's output or a frame body cannot drive the terminal (change
-    colours, clear the screen), least of all half of one, cut off, a right-to-left override
-    cannot show a command reordered, and invisible characters cannot hide text. Exact-content
-    outputs (the encoding, a recall read, the reply) print text as stored, but at a terminal
-    (``interfaces.output.out``), where they keep tabs too (``keep``)."""
+    characters (bidi embeddings, overrides and isolates, zero-width spaces, tag characters) as
+    ``\\uXXXX``, as ``repr`` shows them, but for those that are part of written words: the
+    zero-width joiner and non-joiner (Persian and Indic words, emoji), the left-to-right,
+    right-to-left and Arabic letter marks (punctuation of Hebrew and Arabic text, which reorder
+    nothing but a neutral character next to them) and the soft hyphen. What a shortened or
+    wrapped view of stored content prints, so that an escape sequence in a tool's output or a
+    frame body cannot drive the terminal (change colours, clear the screen), least of all half
+    of one, cut off, a right-to-left override cannot show a command reordered, and invisible
+    characters cannot hide text. Exact-content outputs (the encoding, a recall read, the reply)
+    print text as stored, but at a terminal (``interfaces.output.out``), where they keep tabs
+    too (``keep``) and, with ``crlf``, a carriage return right before a line feed (a Windows
+    line end is a line break; a lone carriage return, which can overwrite a line, is shown)."""
     if text.isprintable():
         return text
+    if crlf:
+        return "\r\n".join(visible(part, keep) for part in text.split("\r\n"))
     return "".join(c if c in keep else _shown(c) for c in text)
 
 
-_JOINERS = frozenset("\u200c\u200d")  # zero-width non-joiner and joiner: part of words
+# Format characters that are part of written words, not a way to reorder or hide them: the
+# zero-width non-joiner and joiner, the left-to-right, right-to-left and Arabic letter marks,
+# and the soft hyphen.
+_WORD_FORMAT = frozenset("\u200c\u200d\u200e\u200f\u061c\u00ad")
 
 
 def _shown(c: str) -> str:
     kind = unicodedata.category(c)
     if kind == "Cc":
         return f"\\x{ord(c):02x}"
-    if kind == "Cf" and c not in _JOINERS:
+    if kind == "Cf" and c not in _WORD_FORMAT:
         return f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
     return c
 

@@ -11,14 +11,19 @@ whose JSON could not be written goes to standard error as text, with exit status
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
 import click
+from click.core import ParameterSource
+
+from morphz.contextdb import DEFAULT_CONTEXT
 
 EXIT_STATUS = 3
+SHOWN = ("events", "show")  # the commands that show what a command left in the store
 # Commands that never change the store ("context budget" and "context view" change it when
 # given options, so they are not here; an unknown command is taken to have changed it).
 READ_ONLY = frozenset(
@@ -39,11 +44,14 @@ READ_ONLY = frozenset(
 
 
 # Commands whose output runs alongside their work, which the failure stops wherever it was:
-# what is kept of it
+# what is kept of it ({events}: the command that shows the command's context's events)
 STOPPED = {
-    "chat": "what its turns recorded before is kept (`morphz context events` shows it)",
+    "chat": "what its turns recorded before is kept (`{events}` shows it)",
     "demo": "with --keep, its store holds what it had recorded by then; without, no store remains",
 }
+# Parameters that hold CTX followed by another argument ([CTX] PROMPT, [CTX] FILE): CTX is
+# given when there are two
+_CTX_FIRST = ("context_and_prompt", "args")
 
 
 class OutputNotWritten(click.ClickException):
@@ -55,16 +63,16 @@ class OutputNotWritten(click.ClickException):
         self.cause = cause
         self.reason = cause.strerror or str(cause)
         self.command = _running_command()
+        self.where = _store_arguments()
         super().__init__(self._said())
         _quiet_stdout()
 
     def _said(self) -> str:
         command = f"`morphz {self.command}`" if self.command else "the command"
+        events, show = (shlex.join(["morphz", "context", name, *self.where]) for name in SHOWN)
         if self.command in STOPPED:
-            return (
-                f"{command} stopped: its output could not be written: {self.reason}; "
-                + (STOPPED[self.command])
-            )
+            kept = STOPPED[self.command].format(events=events)
+            return f"{command} stopped: its output could not be written: {self.reason}; {kept}"
         if self.command in READ_ONLY:
             return (
                 f"the output of {command} could not be written: {self.reason}; it changes "
@@ -73,7 +81,7 @@ class OutputNotWritten(click.ClickException):
         return (
             f"{command} did its work and what it changed in the store is kept, but its output "
             f"could not be written: {self.reason}; do not run it again for the output: "
-            "`morphz context events` and `morphz context show` show the store as it is now"
+            f"`{events}` and `{show}` show the store as it is now"
         )
 
     def show(self, file: IO[Any] | None = None) -> None:
@@ -124,6 +132,25 @@ def _running_command() -> str:
         names.append(ctx.info_name or "")
         ctx = ctx.parent
     return " ".join(reversed(names))
+
+
+def _store_arguments() -> list[str]:
+    """The running command's context and store as arguments of another ``morphz context``
+    command (``CTX`` and, unless the default, ``--db PATH``); none outside a command, or for
+    what a command does not name."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return []
+    params = ctx.params
+    named = [params["context_id"]] if isinstance(params.get("context_id"), str) else []
+    for key in _CTX_FIRST:
+        given = params.get(key)
+        if isinstance(given, tuple):
+            named = [given[0] if len(given) == 2 else DEFAULT_CONTEXT]
+    db = params.get("db_path")
+    if isinstance(db, str) and ctx.get_parameter_source("db_path") != ParameterSource.DEFAULT:
+        named += ["--db", db]
+    return named
 
 
 class _Quiet:
