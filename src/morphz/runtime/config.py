@@ -262,7 +262,10 @@ _KEYS = frozenset(
 
 
 def _settings(
-    data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, ...], source: Path | None
+    data: dict[str, Any],
+    env: Mapping[str, str],
+    files: tuple[Path, ...],
+    source: Path | None = None,
 ) -> Settings:
     _known_keys(data, "")
     policies = dict(DEFAULT_POLICIES)
