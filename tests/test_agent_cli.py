@@ -202,10 +202,10 @@ def test_a_profile_path_is_relative_to_the_file_that_names_it(tmp_path: Path) ->
     project.mkdir()
     (home / ".morphz" / "agent.md").write_text("home harness")
     (home / ".morphz" / "morphz.toml").write_text('profile = "agent.md"\n')
-    assert load(home, project, {}).profile == "home harness"
+    assert load(home, project, {}).profile_text() == "home harness"
     (project / "team.md").write_text("project harness")
     (project / "morphz.toml").write_text('profile = "team.md"\n')  # the later file wins
-    assert load(home, project, {}).profile == "project harness"
+    assert load(home, project, {}).profile_text() == "project harness"
     (project / "morphz.toml").write_text("profile = 5\n")
     with pytest.raises(morphz.InputError, match="profile must be a file path"):
         load(home, project, {})

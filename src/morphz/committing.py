@@ -40,11 +40,16 @@ if TYPE_CHECKING:
 
 
 def check_measures(
-    budget: object, budget_keys: object, calibration: object, request_floor: object
+    budget: object,
+    budget_keys: object,
+    calibration: object,
+    request_floor: object,
+    profile_tokens: object = None,
 ) -> None:
     """InputError, before anything is read or written, unless what a commit measures with is
     of its type: ``budget`` a Budget, ``budget_keys`` a mapping of its fields, ``calibration``
-    a Calibration (each or None), ``request_floor`` a count of tokens or None."""
+    a Calibration (each or None), ``request_floor`` and ``profile_tokens`` counts of tokens or
+    None."""
     if budget is not None:
         check_setting(budget, "budget")
     if budget_keys is not None:
@@ -53,6 +58,8 @@ def check_measures(
         check_setting(calibration, "calibration")
     if request_floor is not None:
         check_whole(request_floor, "request_floor", 0, unit="tokens")
+    if profile_tokens is not None:
+        check_whole(profile_tokens, "profile_tokens", 0, unit="tokens")
 
 
 def commit_in(
@@ -66,12 +73,13 @@ def commit_in(
     budget_keys: Mapping[str, int],
     calibration: Calibration | None,
     request_floor: int | None = None,
+    profile_tokens: int | None = None,
 ) -> Receipt:
     """Commit ``tx`` (its ``canonical`` text recorded) inside the write ``w``: decide the
     rebase, apply it through the mind layer, append its event, write the projection and the
     recall index, and refuse (nothing written) what the budget cannot hold: ``request_floor``
     is the figure of the smallest maintenance request on an empty context (None: the protocol
-    and :data:`MINIMUM_ALLOWANCE`)."""
+    and :data:`MINIMUM_ALLOWANCE`), ``profile_tokens`` the bound profile's share of it."""
     row = w.row
     changed = (
         w.changed_boundaries(tx_boundaries(tx), tx.base_version)
@@ -123,7 +131,7 @@ def commit_in(
     w.append_event(event)
     grown = w.write_changes(changes, version, seq)
     if grown > 0:
-        limits = Limits(budget, budget_keys, calibration, request_floor)
+        limits = Limits(budget, budget_keys, calibration, request_floor, profile_tokens)
         _check_room(w, tx, changes, limits)
     # the frames' documents (negative rowids) before the event's: FTS5 writes a segment each
     # time a rowid goes down within the transaction (SqliteRecall.put_frames)
@@ -203,12 +211,15 @@ MINIMUM_ALLOWANCE = 700
 @dataclass(frozen=True, slots=True)
 class Limits:
     """What the `budget` refusal measures with: the runtime's budget (None: the stored one) and
-    the keys over it, its calibration, and the figure of its smallest maintenance request."""
+    the keys over it, its calibration, and the figure of its smallest maintenance request (and
+    of the profile bound to the agent within it, which the refusal names when it is most of
+    the request: None, not known)."""
 
     budget: Budget | None
     keys: Mapping[str, int]
     calibration: Calibration | None
     request_floor: int | None
+    profile: int | None = None
 
     def floor(self) -> int:
         """The smallest maintenance request's figure, frames aside."""
@@ -233,6 +244,17 @@ def _check_room(w: WriteTxn, tx: Tx, changes: Changes, limits: Limits) -> None:
     frames, stored = w.active.frames_and_budget()
     budget = budget_over(limits.budget or Budget.stored(stored, w.row.context_id), limits.keys)
     needed = figure(frames, limits.calibration).tokens + limits.floor()
+    if needed > budget.critical and limits.profile is not None and limits.profile * 2 >= needed:
+        raise BudgetError(
+            f"the smallest maintenance request on this context would take about {needed} "
+            f"tokens with the frames this transaction leaves in view, over the critical level "
+            f"of {budget.critical}, and the profile bound to the agent (the evaluation-profile "
+            f"region, sent with every request) takes about {limits.profile} of them: no frame "
+            "can make room for it. Give a shorter harness definition (the file that `profile =` "
+            "names in morphz.toml, or `--profile FILE` for exec and chat), or raise the budget",
+            details={"tokens": needed, "critical": budget.critical, "profile": limits.profile},
+            **_grower(tx, changes),
+        )
     if needed > budget.critical:
         raise BudgetError(
             f"this transaction would leave frames in view that make even the smallest "

@@ -507,17 +507,19 @@ class Context:
         budget_keys: Mapping[str, int] | None = None,
         calibration: Calibration | None = None,
         request_floor: int | None = None,
+        profile_tokens: int | None = None,
     ) -> Receipt:
         """Commit a context transaction atomically, or raise a typed TxError (state untouched).
         ``budget`` (else the stored one) with ``budget_keys`` over it is what the `budget`
         refusal measures against, ``calibration`` how it counts, and ``request_floor`` the
         figure of the smallest maintenance request beside the frames (None: the protocol and an
         allowance for the rest): a runtime passes the budget, calibration and floor it measures
-        requests with (morphz.runtime.floor)."""
+        requests with (morphz.runtime.floor). ``profile_tokens``: the profile bound to the
+        agent's share of that floor, which a refusal names when it is most of the request."""
         if not isinstance(text, str):
             raise InputError("a context transaction is text: (context-tx (base-version N) OP...)")
         check_id(session, "session id")
-        committing.check_measures(budget, budget_keys, calibration, request_floor)
+        committing.check_measures(budget, budget_keys, calibration, request_floor, profile_tokens)
         tx = check_new(read_tx(text))  # stored ones are replayed with read_tx alone
         canonical = print_tx(tx)  # the text itself when it is canonical already
         recorded = self.db.timestamp()
@@ -525,7 +527,7 @@ class Context:
             return committing.commit_in(
                 w, tx, canonical, session, recorded,
                 budget=budget, budget_keys=budget_keys or {}, calibration=calibration,
-                request_floor=request_floor,
+                request_floor=request_floor, profile_tokens=profile_tokens,
             )  # fmt: skip
 
     def set_window(self, window: int, *, session: str = DEFAULT_SESSION) -> ev.Event:

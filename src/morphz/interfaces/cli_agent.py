@@ -133,7 +133,8 @@ def prepare(
             "in every request, as text; give a folder whose path is UTF-8"
         )
     settings = load(Path.home(), Path.cwd(), os.environ)
-    profile = read_profile(profile_path) if profile_path is not None else settings.profile
+    # --profile replaces the configured profile, which is then not read at all
+    profile = read_profile(profile_path) if profile_path is not None else settings.profile_text()
     # the bound profile and the configured one (a later run without --profile reads it again)
     profiles = [p.resolve() for p in (profile_path, settings.profile_path) if p is not None]
     spec = _model_spec(model_spec, settings)

@@ -16,7 +16,7 @@ import morphz
 from morphz import DEFAULT_SESSION
 from morphz.capacity import CONFIG_NAMES, Budget, budget_over, resume_below
 from morphz.encoding.blocks import encoding_layout
-from morphz.encoding.tokens import exact_counter
+from morphz.encoding.tokens import exact_counter, figure, part_tokens
 from morphz.interfaces import render
 from morphz.interfaces.cli import (
     context_argument,
@@ -47,7 +47,7 @@ def runtime_floor(settings: Settings, ctx: morphz.Context, *, maintenance: bool)
         build_tools(settings),
         maintenance=maintenance,
         model=name,
-        profile=settings.profile,
+        profile=settings.profile_text(),
         bindings={"workspace": str(Path.cwd())},
         calibration=ctx.calibration(name),
         counter=exact_counter(name) if settings.exact_tokens else None,
@@ -58,11 +58,19 @@ def runtime_floor(settings: Settings, ctx: morphz.Context, *, maintenance: bool)
 def commit_limits(settings: Settings, ctx: morphz.Context) -> dict[str, Any]:
     """What ``ctx.commit``'s `budget` refusal measures with when the command line commits, as
     the agent's own commits under `morphz exec` would: the configuration's [budget] keys, the
-    configured model's calibration and the floor of its maintenance request."""
+    configured model's calibration, the floor of its maintenance request and the configured
+    profile's tokens within it (named when the profile is what takes the room)."""
+    name = _configured_model(settings)
+    calibration = ctx.calibration(name)
+    profile = settings.profile_text()
+    counter = exact_counter(name) if settings.exact_tokens else None
     return {
         "budget_keys": configured_keys(settings, ctx),
-        "calibration": ctx.calibration(_configured_model(settings)),
+        "calibration": calibration,
         "request_floor": runtime_floor(settings, ctx, maintenance=True),
+        "profile_tokens": None
+        if profile is None
+        else figure(part_tokens(profile, counter), calibration, counter).tokens,
     }
 
 
@@ -134,7 +142,7 @@ def encoding_command(
             budget_keys=keys,
             model=name,
             local_time=local_time,
-            profile=settings.profile,
+            profile=settings.profile_text(),
             calibration=ctx.calibration(name),
             counter=exact_counter(name) if settings.exact_tokens else None,
         )

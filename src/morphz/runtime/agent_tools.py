@@ -89,6 +89,7 @@ async def _context_tx(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
             budget_keys=tc.budget_keys,
             calibration=tc.calibration,
             request_floor=tc.request_floor,
+            profile_tokens=tc.profile_tokens,
         )
     except MorphzError as exc:
         return ToolOutcome(result_json({"ok": False, "error": exc.to_dict()}), error=True)

@@ -1,7 +1,7 @@
 """Maintenance batches (DESIGN §10): which optional observations a batch adds to its minimum,
 how the compiled batch is cut until it fits the hard limit, and what a failure says when the
-frames in view are what does not fit. The engine decides when a batch is needed and what its
-minimum holds (the current request and its dependencies)."""
+frames in view, or the profile, are what does not fit. The engine decides when a batch is
+needed and what its minimum holds (the current request and its dependencies)."""
 
 from __future__ import annotations
 
@@ -97,11 +97,13 @@ def floor_reason(
             else "`morphz context budget --limit N` or `--window N`"
         )
         over, room, remedy, larger = "", "", f"raise the budget ({where})", "raise the budget"
+    shares = f"{mind_share(minimum, larger)}{profile_share(minimum, larger)}"
     if fixed > floor.limit:
+        profile = ", the profile" if minimum.options.profile else ""
         return (
-            f"{said}: the protocol, the frames in view, the kernel and the tool schemas alone "
-            f"take about {fixed}{over}, so not even the current request fits: "
-            f"{remedy}{mind_share(minimum, larger)}{refused}"
+            f"{said}: the protocol{profile}, the frames in view, the kernel and the tool schemas "
+            f"alone take about {fixed}{over}, so not even the current request fits: "
+            f"{remedy}{shares}{refused}"
         )
     protected = sum(1 for o in minimum.state.observations if o.protected and o.seq != root)
     what, other = "the current request does not fit", "send a shorter request"
@@ -109,7 +111,7 @@ def floor_reason(
         plural = "s" if protected > 1 else ""
         what = f"the current request and {protected} protected observation{plural} do not fit"
         other = "unprotect observations (`unprotect`) so a batch may leave them out"
-    return f"{said}: {what}{room}: {remedy}, or {other}{mind_share(minimum, larger)}{refused}"
+    return f"{said}: {what}{room}: {remedy}, or {other}{shares}{refused}"
 
 
 # what helps when the provider's window, not the budget, is what a request does not fit
@@ -125,4 +127,18 @@ def mind_share(minimum: Encoding, larger: str = "raise the budget") -> str:
     return (
         f". The frames in view (the mind) take about {mind} of those tokens: retire, supersede "
         f"or revise frames shorter (`morphz context tx`), or {larger}"
+    )
+
+
+def profile_share(minimum: Encoding, larger: str = "raise the budget") -> str:
+    """What to say when the profile bound to the agent (the evaluation-profile region) takes
+    most of a minimum that does not fit: then only a shorter profile (or ``larger`` room) can
+    help."""
+    profile = next((r.tokens for r in minimum.regions if r.name == "evaluation-profile"), 0)
+    if minimum.options.profile is None or profile * 2 < minimum.tokens:
+        return ""
+    return (
+        f". The profile bound to the agent (the evaluation-profile region) takes about "
+        f"{profile} of those tokens: give a shorter harness definition (`--profile FILE`, or "
+        f"the file that `profile =` names in morphz.toml), or {larger}"
     )

@@ -4,7 +4,8 @@ Files, later ones overriding earlier ones: ``~/.morphz/morphz.toml`` (the user's
 ``morphz.toml`` in the project folder (the current directory). The project's file comes with
 whatever folder the user runs in (a cloned repository), so it may not decide where the user's
 data and keys go or what runs without asking (:func:`_project_limits`): no ``base_url``, no
-policy or ``ask_default`` of ``"allow"``, no ``profile`` outside the project folder. Secrets
+policy or ``ask_default`` of ``"allow"`` that loosens what the user's file (or the default)
+gives, no ``profile`` outside the project folder. Secrets
 come only from the environment (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``) and are never
 written to events; ``OPENAI_BASE_URL`` points the OpenAI-compatible adapter at vLLM, Ollama,
 llama.cpp server or a hosted endpoint, and wins over ``[openai] base_url`` (flags, then the
@@ -73,12 +74,28 @@ class Settings:
     anthropic_base_url: str | None = None
     anthropic_prompt_cache: str = "5m"
     exact_tokens: bool = True  # tokenizer = "auto" (False: "estimate")
-    profile: str | None = None  # the text of the bound harness definition
-    profile_path: Path | None = None  # ... and its file (protected from the agent's writes)
+    # the bound harness definition's file (protected from the agent's writes), read only when
+    # it is used (profile_text): --profile replaces it unread
+    profile_path: Path | None = None
+    profile_source: Path | None = None  # ... and the configuration file that names it
     files: tuple[Path, ...] = ()  # the configuration files that were read (protected paths)
     delta_models: frozenset[str] = frozenset()  # model specs with ContextDelta turned on
     delta_inline: frozenset[str] = frozenset()  # ... whose increments share the seed's message
     exec_ends_all: bool = True  # exec_ends = "all" (False: "group": setsid processes run on)
+
+    def profile_text(self) -> str | None:
+        """The configured profile's text (None: no ``profile`` is configured); an InputError
+        that names the configuration file setting it when it cannot be read."""
+        if self.profile_path is None:
+            return None
+        try:
+            return read_profile(self.profile_path)
+        except InputError as exc:
+            raise InputError(
+                f"{exc.message} (profile = {str(self.profile_path)!r} in {self.profile_source}): "
+                f"write the file, change or remove the setting in {self.profile_source}, or give "
+                "--profile FILE to use another"
+            ) from exc
 
     def delta_for(self, spec: str) -> bool:
         """Whether requests to the model ``spec`` (e.g. ``openai:NAME``) use ContextDelta."""
@@ -122,15 +139,18 @@ def load(home: Path, project: Path, env: Mapping[str, str]) -> Settings:
     merged: dict[str, Any] = {}
     files = config_files(home, project)
     user = config_paths(home, project)[0]
+    source: Path | None = None  # the file whose ``profile`` applies
     for path in files:
         data = _read(path)
         _known_keys(data, f" in {path}")  # named with its file: there may be two
         if isinstance(data.get("profile"), str):  # a path relative to the file that names it
             data["profile"] = str(path.parent / Path(data["profile"]).expanduser())
         if not _same_file(path, user):
-            _project_limits(data, path, user)
+            _project_limits(data, path, user, _Before(merged, env))
+        if "profile" in data:
+            source = path
         merged = _merged(merged, data)
-    return _settings(merged, env, tuple(files))
+    return _settings(merged, env, tuple(files), source)
 
 
 def _same_file(path: Path, other: Path) -> bool:
@@ -140,24 +160,57 @@ def _same_file(path: Path, other: Path) -> bool:
         return False
 
 
-def _project_limits(data: dict[str, Any], path: Path, user: Path) -> None:
+@dataclass(frozen=True, slots=True)
+class _Before:
+    """What applies before a project's file is read: the user's file (``merged``) over the
+    defaults, and the environment."""
+
+    merged: dict[str, Any]
+    env: Mapping[str, str]
+
+    def allows(self, tool: str) -> bool:
+        """Whether ``tool`` runs without asking already (the user's policy, else the default)."""
+        policies = self.merged.get("policies")
+        given = policies.get(tool) if isinstance(policies, dict) else None
+        return (given if given is not None else DEFAULT_POLICIES.get(tool)) == "allow"
+
+
+def _project_limits(data: dict[str, Any], path: Path, user: Path, before: _Before) -> None:
     """Refuse what a project's morphz.toml (a cloned repository's) may not set: where the
-    user's key and requests go (a ``base_url``), what runs without asking (a policy or
-    ``ask_default`` of ``"allow"``; ``"ask"`` and ``"deny"`` only make things stricter), and a
-    ``profile`` outside the project folder (it is sent with every request: ``~/.ssh/id_rsa``).
-    Values of the wrong type are left to the checks every file gets."""
-    for provider, alternative in (("openai", " or set OPENAI_BASE_URL"), ("anthropic", "")):
-        section = data.get(provider)
-        if isinstance(section, dict) and "base_url" in section:
-            _refuse(path, f"[{provider}] base_url", "where requests and keys go", user, alternative)
+    user's key and requests go (a ``base_url``, even one OPENAI_BASE_URL overrides), what runs
+    without asking (a policy or ``ask_default`` of ``"allow"`` where the user's file, else the
+    default, does not allow it already; ``"ask"`` and ``"deny"`` only make things stricter),
+    and a ``profile`` outside the project folder (it is sent with every request:
+    ``~/.ssh/id_rsa``). Values of the wrong type are left to the checks every file gets."""
+    _project_base_urls(data, path, user, before.env)
     policies = data.get("policies")
     allowed = [t for t, p in policies.items() if p == "allow"] if isinstance(policies, dict) else []
     for tool in allowed:
-        _refuse(path, f'[policies] {tool} = "allow"', _UNASKED, user, "")
-    if data.get("ask_default") == "allow":
+        if not before.allows(str(tool)):
+            _refuse(path, f'[policies] {tool} = "allow"', _UNASKED, user, "")
+    if data.get("ask_default") == "allow" and before.merged.get("ask_default") != "allow":
         _refuse(path, 'ask_default = "allow"', _UNASKED, user, "")
     if isinstance(data.get("profile"), str):
         _project_profile(data["profile"], path, user)
+
+
+def _project_base_urls(
+    data: dict[str, Any], path: Path, user: Path, env: Mapping[str, str]
+) -> None:
+    """Refuse a project file's ``[openai]`` or ``[anthropic]`` ``base_url``. One that
+    OPENAI_BASE_URL overrides could never be used, but a file that tries to send the user's
+    keys elsewhere is refused all the same (ignoring it would hide it): saying so."""
+    for provider, alternative in (("openai", " or set OPENAI_BASE_URL"), ("anthropic", "")):
+        section = data.get(provider)
+        if not isinstance(section, dict) or "base_url" not in section:
+            continue
+        if provider == "openai" and env.get("OPENAI_BASE_URL"):
+            raise InputError(
+                f"{path} sets [openai] base_url: a project's morphz.toml may not set where "
+                "requests and keys go. OPENAI_BASE_URL is set, so the file's value would be "
+                f"ignored anyway: remove [openai] base_url from {path}"
+            )
+        _refuse(path, f"[{provider}] base_url", "where requests and keys go", user, alternative)
 
 
 def _project_profile(profile: str, path: Path, user: Path) -> None:
@@ -170,7 +223,10 @@ def _project_profile(profile: str, path: Path, user: Path) -> None:
         _refuse(path, f"profile = {profile!r}", what, user, "")
 
 
-_UNASKED = "what runs without asking (a project's file may only make policies stricter: ask, deny)"
+_UNASKED = (
+    "what runs without asking (a project's file may only make policies stricter, ask or deny, "
+    "or restate an allow that applies already)"
+)
 
 
 def _refuse(path: Path, setting: str, what: str, user: Path, alternative: str) -> NoReturn:
@@ -205,7 +261,12 @@ _KEYS = frozenset(
 )  # fmt: skip
 
 
-def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, ...]) -> Settings:
+def _settings(
+    data: dict[str, Any],
+    env: Mapping[str, str],
+    files: tuple[Path, ...],
+    source: Path | None = None,
+) -> Settings:
     _known_keys(data, "")
     policies = dict(DEFAULT_POLICIES)
     for tool, policy in _table(data, "policies", 'exec = "ask"').items():
@@ -227,8 +288,8 @@ def _settings(data: dict[str, Any], env: Mapping[str, str], files: tuple[Path, .
         anthropic_base_url=anthropic.get("base_url"),
         anthropic_prompt_cache=anthropic.get("prompt_cache", PROMPT_CACHE[0]),
         exact_tokens=_one_of(data, "tokenizer", ("auto", "estimate")) == "auto",
-        profile=read_profile(profile) if profile is not None else None,
         profile_path=profile,
+        profile_source=source,
         files=files,
         delta_models=_delta_models(data.get("models", {}), "delta", False),
         delta_inline=_delta_models(data.get("models", {}), "delta_messages", True),
@@ -379,6 +440,13 @@ def check_model_spec(spec: str) -> tuple[str, str]:
     ``scripted:PATH``; an InputError naming the prefixes otherwise (a typo such as
     ``opnai:gpt-4o``, or a name without a prefix)."""
     kind, colon, name = spec.partition(":")
+    if spec == "builtin":  # README's evaluation scripts take it: exec and chat do not
+        raise InputError(
+            "model spec 'builtin' is the evaluation scripts' own deterministic agent "
+            "(benchmarks/*_eval.py --model builtin, docs/evals.md), not a model exec and chat "
+            "can run: to run offline give scripted:PATH (a JSON list of the model's steps, "
+            'docs/cli.md "A scripted model"), else openai:NAME or anthropic:NAME'
+        )
     if not colon or kind not in MODEL_KINDS:
         prefixes = ", ".join(f"{k}:" for k in MODEL_KINDS)
         if colon:

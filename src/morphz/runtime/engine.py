@@ -178,6 +178,13 @@ class Engine:
         work, maintenance = (self.options("default", batch=m, maintenance=m) for m in (False, True))
         return self.measured.get(work, False), self.measured.get(maintenance, True)
 
+    def profile_tokens(self) -> int | None:
+        """The tokens of the bound profile, counted as requests count them (None: no profile):
+        what the `budget` refusal of the agent's commits names when the profile takes most of
+        the smallest request."""
+        profile = self.config.profile
+        return None if profile is None else count([profile], self.calibration, self.counter).tokens
+
     def sent_tokens(self, text: str, schemas: list[str]) -> int:
         """The tokens of a request sending ``text`` with the tool ``schemas``, counted as the
         pressure figure counts them (the preamble and framing in, the figures' slack out)."""
@@ -311,6 +318,7 @@ class _Run:
             engine.config.budget_keys,
             engine.calibration,
             floors[1],
+            engine.profile_tokens(),
         )
         self.calls = Calls(engine, self.tc, session, self.result.events)
         self.end = Ending(

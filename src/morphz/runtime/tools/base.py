@@ -81,6 +81,7 @@ class ToolContext:
     # the tokens of the smallest maintenance request (runtime/floor.py), which the refusal counts
     # beside the frames (None: committing's allowance)
     request_floor: int | None = None
+    profile_tokens: int | None = None  # ... and the bound profile's share of it (None: none)
     # the activation's work still running in threads (see in_thread)
     pending: set[asyncio.Future[Any]] = field(default_factory=set)
     # set when a caller of in_thread is cancelled: work that can stop early (a child process
