@@ -16,7 +16,7 @@ from morphz import events as ev
 from morphz import owners
 from morphz.capacity import Budget, budget_over, check_budget_keys
 from morphz.checks import check_whole
-from morphz.errors import BudgetError
+from morphz.errors import BudgetError, InputError
 from morphz.ids import make_ref
 from morphz.mind import (
     Changes,
@@ -60,6 +60,11 @@ def check_measures(
         check_whole(request_floor, "request_floor", 0, unit="tokens")
     if profile_tokens is not None:
         check_whole(profile_tokens, "profile_tokens", 0, unit="tokens")
+        if request_floor is None or profile_tokens > request_floor:  # type: ignore[operator]
+            raise InputError(
+                f"profile_tokens ({profile_tokens}) is the profile's share of request_floor: "
+                f"give request_floor too, at least as large (it is {request_floor})"
+            )
 
 
 def commit_in(
@@ -243,8 +248,12 @@ def _check_room(w: WriteTxn, tx: Tx, changes: Changes, limits: Limits) -> None:
 
     frames, stored = w.active.frames_and_budget()
     budget = budget_over(limits.budget or Budget.stored(stored, w.row.context_id), limits.keys)
-    needed = figure(frames, limits.calibration).tokens + limits.floor()
-    if needed > budget.critical and limits.profile is not None and limits.profile * 2 >= needed:
+    floor = limits.floor()
+    needed = figure(frames, limits.calibration).tokens + floor
+    # the profile is what does not fit only when the request is past critical without any
+    # frame and the profile is most of it (review 17m: a smaller frame would have committed)
+    profiled = limits.profile is not None and limits.profile * 2 >= floor
+    if floor > budget.critical and profiled:
         raise BudgetError(
             f"the smallest maintenance request on this context would take about {needed} "
             f"tokens with the frames this transaction leaves in view, over the critical level "

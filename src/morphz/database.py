@@ -12,7 +12,13 @@ from urllib.request import url2pathname
 
 from morphz.checks import check_id, check_progress, check_window, utc_now
 from morphz.contextdb import DEFAULT_CONTEXT, Context
-from morphz.errors import ContextExistsError, DamagedStoreError, InputError, StoreError
+from morphz.errors import (
+    ContextExistsError,
+    DamagedStoreError,
+    InputError,
+    StoreBusyError,
+    StoreError,
+)
 from morphz.mind import DEFAULT_WINDOW
 from morphz.store.base import Store
 from morphz.store.sqlite import CLOSED, SqliteStore
@@ -200,4 +206,15 @@ def _rebuild_unless_damaged(ctx: Context, progress: Callable[[int, int], None] |
     try:
         ctx.recall_index.rebuild(progress=progress)
     except DamagedStoreError:  # still marked stale (inspect says so); the audit reports the
-        ctx.recall_index.refresh_frames()  # damage; frames need no event (review 17l)
+        _refresh_frames_unless_damaged(ctx)  # damage; frames need no event (review 17l)
+
+
+def _refresh_frames_unless_damaged(ctx: Context) -> None:
+    """Rewrite ``ctx``'s frame documents (the index stays stale); a frame that cannot be read
+    either leaves them as they were: the store must still open for the audit (review 17m)."""
+    try:
+        ctx.recall_index.refresh_frames()
+    except StoreBusyError:
+        raise
+    except StoreError:  # a damaged frame row: the audit names it; the index says it is stale
+        return

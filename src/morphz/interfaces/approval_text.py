@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,10 +77,12 @@ def _resolved(name: str, value: Any, workspace: Path | None) -> str:
     return f" (resolves to {where!r})"
 
 
-def denied_note(events: Iterable[Event]) -> str | None:
+def denied_note(events: Iterable[Event], sources: Mapping[str, Path], user: Path) -> str | None:
     """What a run with no one to ask (``exec``) says on stderr when ``ask_default`` denied calls
     of tools whose policy is "ask" (``events``: the run's; a denied ``approval_result`` each):
-    which tools, how many calls, and how to allow them; None when it denied none."""
+    which tools, how many calls, and how to allow them; None when it denied none. ``sources``:
+    the configuration file each policy that applies comes from; one other than the user's own
+    file ``user`` (a project's, which wins) is where to change it."""
     denied = Counter(
         str((e.meta or {}).get("tool"))
         for e in events
@@ -89,12 +91,19 @@ def denied_note(events: Iterable[Event]) -> str | None:
     if not denied:
         return None
     tools = ", ".join(name if n == 1 else f"{name} ({n} calls)" for name, n in denied.items())
+    said = 'morphz: ask_default denied calls of tools whose policy is "ask" (exec asks no one): '
+    named = [*denied, "ask_default"]  # a project's ask_default = "deny" denies them too
+    project = sorted({str(sources[t]) for t in named if t in sources and sources[t] != user})
+    if project:  # a project's file makes them ask: the user's own allow cannot win over it
+        return (
+            f"{said}{tools}. {' and '.join(project)} makes them ask (a project's file wins over "
+            f"yours): change it there if you trust it, or run `morphz chat`, which asks you"
+        )
     example = next(iter(denied))
     return (
-        f'morphz: ask_default denied calls of tools whose policy is "ask" (exec asks no one): '
-        f'{tools}. To allow them, set `{example} = "allow"` under `[policies]` (or '
-        '`ask_default = "allow"` for every "ask" tool) in ~/.morphz/morphz.toml, or run '
-        "`morphz chat`, which asks you"
+        f'{said}{tools}. To allow them, set `{example} = "allow"` under `[policies]` (or '
+        f'`ask_default = "allow"` for every "ask" tool) in {user}, or run `morphz chat`, which '
+        "asks you"
     )
 
 

@@ -78,6 +78,7 @@ class Agent:
     model: Model
     tools: ToolRegistry
     config: RuntimeConfig
+    settings: Settings  # where each policy came from: what exec's note of denied calls names
 
     def engine(self, ctx: morphz.Context) -> Engine:
         """The engine for ``ctx``; refused at once when the configured [budget] keys make no
@@ -156,7 +157,7 @@ def prepare(
         exact_tokens=settings.exact_tokens,
         profile=profile,
     )
-    return Agent(model, tools, config)
+    return Agent(model, tools, config, settings)
 
 
 async def _ask(tool: Tool, args: dict[str, Any], workspace: Path | None = None) -> bool:
@@ -292,7 +293,8 @@ def exec_command(
         produced = _produced(ctx, result)
     events = [e.to_dict() for e in produced]
     emit(fmt, {**result.to_dict(), "event_records": events}, lambda: _reply_text(result))
-    if (denied := denied_note(produced)) is not None:  # on stderr: stdout may be JSON
+    user = config_paths(Path.home(), Path.cwd())[0]
+    if (denied := denied_note(produced, agent.settings.policy_sources, user)) is not None:
         click.echo(denied, err=True)
     if result.state != "delivered":
         raise click.exceptions.Exit(1)

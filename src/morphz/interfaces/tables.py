@@ -68,6 +68,8 @@ def _cells(text: str) -> int:
 
 
 def _cell_width(char: str) -> int:
+    if char == "\u00ad":  # the soft hyphen: a format character terminals draw one column wide
+        return 1
     if unicodedata.category(char) in ("Mn", "Me", "Cf"):
         return 0
     return 2 if unicodedata.east_asian_width(char) in "WF" else 1

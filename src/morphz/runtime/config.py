@@ -42,7 +42,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -79,6 +79,9 @@ class Settings:
     profile_path: Path | None = None
     profile_source: Path | None = None  # ... and the configuration file that names it
     files: tuple[Path, ...] = ()  # the configuration files that were read (protected paths)
+    # the file each configured policy (a tool's name, or "ask_default") comes from: what a note
+    # about a denied call names (a project's "ask" wins over the user's "allow")
+    policy_sources: dict[str, Path] = field(default_factory=dict)
     delta_models: frozenset[str] = frozenset()  # model specs with ContextDelta turned on
     delta_inline: frozenset[str] = frozenset()  # ... whose increments share the seed's message
     exec_ends_all: bool = True  # exec_ends = "all" (False: "group": setsid processes run on)
@@ -140,6 +143,7 @@ def load(home: Path, project: Path, env: Mapping[str, str]) -> Settings:
     files = config_files(home, project)
     user = config_paths(home, project)[0]
     source: Path | None = None  # the file whose ``profile`` applies
+    asks: dict[str, Path] = {}  # the file each policy (and ask_default) that applies comes from
     for path in files:
         data = _read(path)
         _known_keys(data, f" in {path}")  # named with its file: there may be two
@@ -149,8 +153,11 @@ def load(home: Path, project: Path, env: Mapping[str, str]) -> Settings:
             _project_limits(data, path, user, _Before(merged, env))
         if "profile" in data:
             source = path
+        policies = data.get("policies")
+        asks |= dict.fromkeys(policies if isinstance(policies, dict) else (), path)
+        asks |= dict.fromkeys(("ask_default",) if "ask_default" in data else (), path)
         merged = _merged(merged, data)
-    return _settings(merged, env, tuple(files), source)
+    return replace(_settings(merged, env, tuple(files), source), policy_sources=asks)
 
 
 def _same_file(path: Path, other: Path) -> bool:

@@ -11,6 +11,9 @@ its user. :func:`withheld`, entered by the CLI once the model is made:
   (``/proc/PID/environ`` then shows each name with an empty value), writing only inside the
   range ``/proc/self/stat`` gives for it (``env_start``..``env_end``) and only when that range
   is one writable mapping holding what ``/proc/self/environ`` shows;
+  the C environment (``environ``), which pointed into the block, is then given fresh copies of
+  the values from ``os.environ`` (in ordinary memory, which ``/proc/PID/environ`` does not show),
+  so that a host's own children still inherit them;
 - on Linux, makes the process not dumpable (``prctl(PR_SET_DUMPABLE, 0)``), unless
   :data:`KEEP_DUMPABLE` is ``1`` in the environment: ``/proc/PID/environ``, ``mem``, ``fd``,
   ``maps`` and ptrace are then closed to the user's other processes (not to root), and the
@@ -60,6 +63,9 @@ def withheld(names: Iterable[str] = HIDDEN_ENV) -> Iterator[Withheld]:
     not dumpable)."""
     wanted = tuple(names)
     overwritten, skipped = _overwrite_initial(wanted) if _LINUX else ((), "not Linux")
+    for name in overwritten:  # the C environment pointed into the block: a fresh copy, in memory
+        if name in os.environ:  # /proc/PID/environ does not show, so that a host's own
+            os.putenv(name, os.environ[name])  # children still inherit it (review 17m)
     closed = _LINUX and os.environ.get(KEEP_DUMPABLE) != "1" and _not_dumpable()
     yield Withheld(overwritten, closed, skipped)
 
