@@ -31,24 +31,24 @@ SECRETS = {
     "OPENAI_BASE_URL": "https://user:fix17-password@llm.example/v1",
 }
 
-# run in a child: what withheld() did, what its /proc/self/environ shows inside and whether it
+# run in a child: what withhold() did, what its /proc/self/environ shows inside and whether it
 # is dumpable (PR_GET_DUMPABLE), and its os.environ inside and after
 _CHILD = """
 import ctypes, json, os
-from morphz.runtime.secrets_env import withheld
+from morphz.runtime.secrets_env import withhold
 names = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL")
-with withheld() as done:
-    with open("/proc/self/environ", "rb") as f:
-        block = f.read().decode()
-    inside = {n: os.environ.get(n) for n in (*names, "FIX17_OTHER")}
-    dumpable = ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)
+done = withhold()
+with open("/proc/self/environ", "rb") as f:
+    block = f.read().decode()
+inside = {n: os.environ.get(n) for n in (*names, "FIX17_OTHER")}
+dumpable = ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)
 after = {n: os.environ.get(n) for n in names}
 print(json.dumps({"done": [list(done.overwritten), done.closed, done.skipped],
     "block": block, "inside": inside, "dumpable": dumpable, "after": after}))
 """
 
 
-def _withheld_in_a_child(tmp_path: Path, **extra: str) -> dict[str, object]:
+def _withhold_in_a_child(tmp_path: Path, **extra: str) -> dict[str, object]:
     env = isolated_env(tmp_path, **SECRETS, FIX17_OTHER="kept", **extra)
     proc = subprocess.run(
         [sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, check=True
@@ -60,7 +60,7 @@ def _withheld_in_a_child(tmp_path: Path, **extra: str) -> dict[str, object]:
 def test_the_secrets_are_blanked_in_the_initial_environment_and_proc_is_closed(
     tmp_path: Path,
 ) -> None:
-    seen = _withheld_in_a_child(tmp_path)
+    seen = _withhold_in_a_child(tmp_path)
     overwritten, closed, skipped = seen["done"]  # type: ignore[misc]
     assert sorted(overwritten) == sorted(SECRETS), seen["done"]
     assert closed is True and skipped is None
@@ -80,7 +80,7 @@ def test_morphz_dumpable_keeps_the_process_dumpable_and_still_blanks_the_secrets
 ) -> None:
     """MORPHZ_DUMPABLE=1: a debugger or a core dump as the same user; /proc/PID/environ is open
     again, so the values are blanked all the same."""
-    seen = _withheld_in_a_child(tmp_path, MORPHZ_DUMPABLE="1")
+    seen = _withhold_in_a_child(tmp_path, MORPHZ_DUMPABLE="1")
     assert seen["done"][1] is False  # type: ignore[index]
     assert seen["dumpable"] == 1
     assert not any(value in str(seen["block"]) for value in SECRETS.values())
@@ -97,7 +97,7 @@ def test_exec_run_in_process_gives_the_environment_back(
     env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A host (or a test) that calls the CLI in its own process finds its os.environ as it was:
-    the secrets are withheld only while the command runs."""
+    withhold() leaves os.environ as it is."""
     import os
 
     monkeypatch.setenv("OPENAI_API_KEY", SECRETS["OPENAI_API_KEY"])

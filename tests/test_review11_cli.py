@@ -210,5 +210,5 @@ def test_event_preview_is_not_cut_inside_a_character() -> None:
         "c", 1, "user_message", "default", "2026-01-01T00:00:00+00:00",
         "2026-01-01T00:00:00+00:00", text, None, None, 0, 1, "0" * 64,
     )  # fmt: skip
-    shown = render.events([event]).splitlines()[2]
+    shown = list(render.event_lines(lambda: [event]))[2]
     assert "\U0001f1eb..." not in shown, shown

@@ -217,14 +217,15 @@ MINIMUM_ALLOWANCE = 700
 class Limits:
     """What the `budget` refusal measures with: the runtime's budget (None: the stored one) and
     the keys over it, its calibration, and the figure of its smallest maintenance request (and
-    of the profile bound to the agent within it, which the refusal names when it is most of
-    the request: None, not known)."""
+    of the profile bound to the agent within it, which the refusal names when that request is
+    past critical with no frame in view and the profile is at least half of it: None, not
+    known)."""
 
     budget: Budget | None
     keys: Mapping[str, int]
     calibration: Calibration | None
     request_floor: int | None
-    profile: int | None = None
+    profile_tokens: int | None = None
 
     def floor(self) -> int:
         """The smallest maintenance request's figure, frames aside."""
@@ -251,17 +252,22 @@ def _check_room(w: WriteTxn, tx: Tx, changes: Changes, limits: Limits) -> None:
     floor = limits.floor()
     needed = figure(frames, limits.calibration).tokens + floor
     # the profile is what does not fit only when the request is past critical without any
-    # frame and the profile is most of it (review 17m: a smaller frame would have committed)
-    profiled = limits.profile is not None and limits.profile * 2 >= floor
+    # frame and the profile is at least half of it (review 17m: else a smaller frame fits)
+    profiled = limits.profile_tokens is not None and limits.profile_tokens * 2 >= floor
     if floor > budget.critical and profiled:
         raise BudgetError(
             f"the smallest maintenance request on this context would take about {needed} "
             f"tokens with the frames this transaction leaves in view, over the critical level "
             f"of {budget.critical}, and the profile bound to the agent (the evaluation-profile "
-            f"region, sent with every request) takes about {limits.profile} of them: no frame "
-            "can make room for it. Give a shorter harness definition (the file that `profile =` "
-            "names in morphz.toml, or `--profile FILE` for exec and chat), or raise the budget",
-            details={"tokens": needed, "critical": budget.critical, "profile": limits.profile},
+            f"region, sent with every request) takes about {limits.profile_tokens} of them: no "
+            "frame can make room for it. Give a shorter harness definition (the file that "
+            "`profile =` names in morphz.toml, or `--profile FILE` for exec and chat), or raise "
+            "the budget",
+            details={
+                "tokens": needed,
+                "critical": budget.critical,
+                "profile": limits.profile_tokens,
+            },
             **_grower(tx, changes),
         )
     if needed > budget.critical:

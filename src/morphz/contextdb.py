@@ -515,7 +515,8 @@ class Context:
         figure of the smallest maintenance request beside the frames (None: the protocol and an
         allowance for the rest): a runtime passes the budget, calibration and floor it measures
         requests with (morphz.runtime.floor). ``profile_tokens``: the profile bound to the
-        agent's share of that floor, which a refusal names when it is most of the request."""
+        agent's share of that floor, which a refusal names when the floor alone is past critical
+        and the profile is at least half of it (no frame could make room)."""
         if not isinstance(text, str):
             raise InputError("a context transaction is text: (context-tx (base-version N) OP...)")
         check_id(session, "session id")

@@ -201,12 +201,15 @@ def open(
 
 
 def _rebuild_unless_damaged(ctx: Context, progress: Callable[[int, int], None] | None) -> None:
-    """Rebuild ``ctx``'s stale recall index at open; leave it stale when an event cannot be
-    read. Refusing to open would leave no way to audit or export the store (review 14)."""
+    """Rebuild ``ctx``'s stale recall index at open. When an event cannot be read, leave the
+    index stale (its event documents as they were) but rewrite its frames' documents, which
+    need no event (review 17l). Refusing to open would leave no way to audit or export the store
+    (review 14)."""
     try:
         ctx.recall_index.rebuild(progress=progress)
-    except DamagedStoreError:  # still marked stale (inspect says so); the audit reports the
-        _refresh_frames_unless_damaged(ctx)  # damage; frames need no event (review 17l)
+    except DamagedStoreError:
+        # stale still (inspect says so); the audit reports the damage
+        _refresh_frames_unless_damaged(ctx)
 
 
 def _refresh_frames_unless_damaged(ctx: Context) -> None:

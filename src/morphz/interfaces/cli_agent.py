@@ -45,7 +45,7 @@ from morphz.runtime.config import Settings, config_paths, load, make_model, read
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
 from morphz.runtime.models.base import Model
 from morphz.runtime.report import pick_activations, request_stats, total
-from morphz.runtime.secrets_env import withheld
+from morphz.runtime.secrets_env import withhold
 from morphz.runtime.tools.base import ApprovalEnded, Tool, ToolRegistry
 from morphz.runtime.tools.shell import shell_tools
 from morphz.runtime.tools.workspace import workspace_tools
@@ -284,7 +284,8 @@ def exec_command(
         raise morphz.InputError("PROMPT is empty: give the request for the agent")
     agent = prepare(db_path, model_spec, workspace, interactive=False, profile_path=profile_path)
     agent.check_new_store(db_path)
-    with withheld(), open_store(db_path, create=True) as db, stopping.stopped_like_ctrl_c():
+    withhold()  # the secrets blanked in /proc/PID/environ, not dumpable (docs/cli.md)
+    with open_store(db_path, create=True) as db, stopping.stopped_like_ctrl_c():
         ctx = agent.open_context(db, context_id)
         engine = agent.engine(ctx)
         with _said_if_left_running(ctx):
@@ -390,9 +391,9 @@ def chat_command(
     agent = prepare(db_path, model_spec, workspace, interactive=True, profile_path=profile_path)
     agent.check_new_store(db_path)
     _lenient_stdio()
+    withhold()  # the secrets blanked in /proc/PID/environ, not dumpable (docs/cli.md)
     # one event loop for the whole chat: the model's client keeps its connections in it
     with (
-        withheld(),  # the provider secrets out of the process's environment (docs/cli.md)
         open_store(db_path, create=True) as db,
         stopping.stopped_like_ctrl_c(),
         _terminal_kept(),
@@ -586,7 +587,7 @@ def _recall(ctx: morphz.Context, query: str) -> str:
     store = getattr(ctx.db.store, "path", None)  # a SQLite store's file
     where = [] if store is None else ["--db", str(store)]
     search = shlex.join(["morphz", "context", "recall", "search", *where])
-    if not query_terms(query):  # the context and an empty query: one argument is a QUERY
+    if not query_terms(query):  # "-- CTX ''": given one argument, it would be the QUERY
         in_range = shlex.join(["--", ctx.id, ""])
         raise morphz.InputError(
             f"nothing searchable in {query!r} (only very common words, symbols or emoji): add "

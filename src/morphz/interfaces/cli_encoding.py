@@ -36,10 +36,13 @@ def _configured_model(settings: Settings) -> str:
     return "none" if settings.model is None else model_name(settings.model)
 
 
-def runtime_floor(settings: Settings, ctx: morphz.Context, *, maintenance: bool) -> int:
+def runtime_floor(
+    settings: Settings, ctx: morphz.Context, *, maintenance: bool, profile: str | None = None
+) -> int:
     """The figure of the smallest request `morphz exec` would send on ``ctx`` in work or in
     ``maintenance``, as the configuration sets it up (its model, profile, tools and token
-    counting; the current folder as the workspace): morphz.runtime.floor."""
+    counting; the current folder as the workspace): morphz.runtime.floor. ``profile``: the
+    configured profile's text when the caller read it already (None: read here)."""
     from morphz.interfaces.cli_agent import build_tools  # it imports cli, which imports us
 
     name = _configured_model(settings)
@@ -47,7 +50,7 @@ def runtime_floor(settings: Settings, ctx: morphz.Context, *, maintenance: bool)
         build_tools(settings),
         maintenance=maintenance,
         model=name,
-        profile=settings.profile_text(),
+        profile=settings.profile_text() if profile is None else profile,
         bindings={"workspace": str(Path.cwd())},
         calibration=ctx.calibration(name),
         counter=exact_counter(name) if settings.exact_tokens else None,
@@ -59,7 +62,8 @@ def commit_limits(settings: Settings, ctx: morphz.Context) -> dict[str, Any]:
     """What ``ctx.commit``'s `budget` refusal measures with when the command line commits, as
     the agent's own commits under `morphz exec` would: the configuration's [budget] keys, the
     configured model's calibration, the floor of its maintenance request and the configured
-    profile's tokens within it (named when the profile is what takes the room)."""
+    profile's tokens within it (named when the request is past critical without any frame and
+    the profile is at least half of it)."""
     name = _configured_model(settings)
     calibration = ctx.calibration(name)
     profile = settings.profile_text()
@@ -67,7 +71,7 @@ def commit_limits(settings: Settings, ctx: morphz.Context) -> dict[str, Any]:
     return {
         "budget_keys": configured_keys(settings, ctx),
         "calibration": calibration,
-        "request_floor": runtime_floor(settings, ctx, maintenance=True),
+        "request_floor": runtime_floor(settings, ctx, maintenance=True, profile=profile),
         "profile_tokens": None
         if profile is None
         else figure(part_tokens(profile, counter), calibration, counter).tokens,

@@ -1,4 +1,5 @@
-"""Text rendering for the command line: tables and readable summaries of library results.
+"""Text rendering for the command line: readable summaries of library results, laid out with
+:mod:`morphz.interfaces.tables`.
 
 Pure functions from library values to strings; no I/O and no click. The JSON format of the CLI
 does not come through here: it is the values' own ``to_dict()``.
@@ -258,10 +259,6 @@ def _receipt_summary(text: str | None) -> str:
 
 
 _EVENT_HEADERS = ("ref", "kind", "session", "time", "version", "clock", "text")
-
-
-def events(items: Sequence[Event]) -> str:
-    return "\n".join(event_lines(lambda: items))
 
 
 def event_lines(items: Callable[[], Iterable[Event]]) -> Iterator[str]:

@@ -464,8 +464,8 @@ class Overlay:
 class _ChangedOrder:
     """The ``(pos, id)`` keys of the frames a transaction changed (deleted ones left out),
     sorted, brought up to date from the ids written since (``pending``): a few by bisection,
-    many (a renumber, a rollback) or any written past :meth:`Overlay.put_frame` by sorting
-    again."""
+    many (a renumber, a rollback) by sorting again. Every write goes through
+    :meth:`Overlay.put_frame`; a frame written past it is noticed only when its id is new."""
 
     __slots__ = ("keys", "pending", "placed")
 

@@ -26,7 +26,8 @@ environment, then the files).
     output_reserve = 8000
     limit = 60000
     reserve = 4000
-    [policies]                        # allow | ask | deny, per tool ("allow": the user's file)
+    [policies]                        # allow | ask | deny, per tool ("allow": the user's file,
+                                      # or a project's restating one that applies)
     exec = "ask"
     [openai]
     base_url = "http://localhost:11434/v1"   # the user's file only; OPENAI_BASE_URL wins

@@ -180,8 +180,8 @@ class Engine:
 
     def profile_tokens(self) -> int | None:
         """The tokens of the bound profile, counted as requests count them (None: no profile):
-        what the `budget` refusal of the agent's commits names when the profile takes most of
-        the smallest request."""
+        what the `budget` refusal of the agent's commits names when the smallest request is past
+        critical with no frame in view and the profile is at least half of it."""
         profile = self.config.profile
         return None if profile is None else count([profile], self.calibration, self.counter).tokens
 

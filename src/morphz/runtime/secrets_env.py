@@ -2,10 +2,11 @@
 
 The configuration reads the secrets (:data:`~morphz.runtime.tools.secrets.HIDDEN_ENV`: the API
 keys and ``OPENAI_BASE_URL``, which may hold credentials) from the environment into the model
-it makes; after that the process needs them there no more. The exec tool already runs its
-commands without them, but a command can read them from the agent's own process: Linux shows
-every process's initial environment block in ``/proc/PID/environ`` to the other processes of
-its user. :func:`withheld`, entered by the CLI once the model is made:
+it makes; after that the agent's commands have no need of them, though ``os.environ`` keeps them
+for the host that runs Morphz. The exec tool runs its commands without them, but a command could
+read them from the agent's own process: Linux shows every process's initial environment block
+in ``/proc/PID/environ`` to the other processes of its user. :func:`withhold`, called by the CLI
+once the model is made:
 
 - on Linux, overwrites their values with NUL bytes in the initial environment block itself
   (``/proc/PID/environ`` then shows each name with an empty value), writing only inside the
@@ -32,8 +33,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from morphz.runtime.tools.secrets import HIDDEN_ENV
@@ -47,7 +47,7 @@ _LINUX = sys.platform.startswith("linux")
 
 @dataclass(frozen=True, slots=True)
 class Withheld:
-    """What :func:`withheld` did: the names whose values it overwrote in the initial
+    """What :func:`withhold` did: the names whose values it overwrote in the initial
     environment block, whether it made the process not dumpable, and why it left the block as
     it was (None when it looked at it)."""
 
@@ -56,18 +56,16 @@ class Withheld:
     skipped: str | None
 
 
-@contextmanager
-def withheld(names: Iterable[str] = HIDDEN_ENV) -> Iterator[Withheld]:
-    """The secrets ``names`` out of reach of this process's other processes (see the module);
-    what it did stays done when it is left (the block is not written back, the process stays
-    not dumpable)."""
-    wanted = tuple(names)
-    overwritten, skipped = _overwrite_initial(wanted) if _LINUX else ((), "not Linux")
+def withhold() -> Withheld:
+    """Put the provider secrets (:data:`HIDDEN_ENV`) out of reach of this process's other
+    processes (see the module); what it does stays done (the block is not written back, the
+    process stays not dumpable)."""
+    overwritten, skipped = _overwrite_initial(HIDDEN_ENV) if _LINUX else ((), "not Linux")
     for name in overwritten:  # the C environment pointed into the block: a fresh copy, in memory
         if name in os.environ:  # /proc/PID/environ does not show, so that a host's own
             os.putenv(name, os.environ[name])  # children still inherit it (review 17m)
     closed = _LINUX and os.environ.get(KEEP_DUMPABLE) != "1" and _not_dumpable()
-    yield Withheld(overwritten, closed, skipped)
+    return Withheld(overwritten, closed, skipped)
 
 
 def _overwrite_initial(names: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
@@ -135,4 +133,4 @@ def _not_dumpable() -> bool:
         return False
 
 
-__all__ = ["KEEP_DUMPABLE", "Withheld", "value_spans", "withheld"]
+__all__ = ["KEEP_DUMPABLE", "Withheld", "value_spans", "withhold"]

@@ -66,7 +66,8 @@ def file_key(path: Path) -> FileKey:
 
 def files_written() -> set[FileKey]:
     """The store files this thread is writing now (one write open on each), by
-    :func:`file_key`: a process-wide record, shared by every Database of the process."""
+    :func:`file_key`: this thread's record, shared by every Database of the process it writes
+    through."""
     held: set[FileKey] | None = getattr(_thread, "files", None)
     if held is None:
         held = _thread.files = set()

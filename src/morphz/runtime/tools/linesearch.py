@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from morphz.runtime.tools import scanlines
 from morphz.runtime.tools.base import ToolError
 from morphz.runtime.tools.paths import READ_MAX_CHARS
 from morphz.runtime.tools.scanlines import Found, Span, scan
-from morphz.runtime.tools.secrets import HIDDEN_ENV
+from morphz.runtime.tools.secrets import without_secrets
 
 SEARCH_LINE_CHARS = READ_MAX_CHARS  # a regex's line at most: what one read_file page shows
 MATCH_SHOWN_CHARS = 300  # what a result shows of a matching line
@@ -43,12 +42,6 @@ _WATCH_S = 0.05  # how often the guard of a child looks for a cancellation
 _GRACE_S = 10.0  # the child's start and answer, beyond REGEX_SEARCH_S, before it is killed
 _CHILD = Path(scanlines.__file__)
 _ADVICE = "simplify it, anchor it with literal text, or pass regex=false for the literal text"
-
-
-def child_env() -> dict[str, str]:
-    """The environment of the regex search's child: this process's, without the provider
-    secrets (secrets.HIDDEN_ENV), which the agent's own environment keeps for its host."""
-    return {k: v for k, v in os.environ.items() if k not in HIDDEN_ENV}
 
 
 def literal_search(
@@ -158,7 +151,7 @@ def _run_child(
         try:
             child = subprocess.Popen(
                 [sys.executable, "-I", "-S", str(_CHILD)],
-                env=child_env(),
+                env=without_secrets(),  # no provider secret reaches it
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=errors,

@@ -43,15 +43,16 @@ from morphz.runtime.tools.base import (
     ToolError,
     ToolOutcome,
 )
-from morphz.runtime.tools.secrets import HIDDEN_ENV
+from morphz.runtime.tools.secrets import HIDDEN_ENV, without_secrets
 from morphz.runtime.tools.workspace import params, parse_args, prop, relative, resolve_path
 
 MAX_TIMEOUT_S = 600.0
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_OUTPUT = 16_000
 # the provider secrets (docs/cli.md) never reach a command: the keys, and the base URL, which
-# may hold credentials (https://user:password@host); exec and chat also keep them out of the
-# agent's own process while they run (runtime/secrets_env.py: /proc/PID/environ)
+# may hold credentials (https://user:password@host); exec and chat also blank them in the
+# initial environment block /proc/PID/environ shows and make the process not dumpable
+# (runtime/secrets_env.py); os.environ keeps them for the host
 _DRAIN_S = 2.0  # after the kill, how long the pipes may take to close
 _STOP_S = 10.0  # how long the supervisor may take to end the command once asked to
 _REPORT_CHARS = 4000  # what is kept of the supervisor's stderr (a traceback's end)
@@ -154,13 +155,6 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _environment(hidden: Iterable[str], extra: Mapping[str, str] | None) -> dict[str, str]:
-    drop = set(hidden)
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    env.update(extra or {})
-    return env
-
-
 def exec_tool(
     policy: Policy = "ask",
     max_output_chars: int = DEFAULT_MAX_OUTPUT,
@@ -183,7 +177,7 @@ def exec_tool(
         if not cwd.is_dir():
             raise ToolError(f"cwd {a['cwd']!r} is not a directory; use list_files to find one")
         out = CappedOutput(max_output_chars)
-        transport, capture = await _start(command, cwd, _environment(hidden, env), out, end_all)
+        transport, capture = await _start(command, cwd, without_secrets(env, hidden), out, end_all)
         timed_out = False
         try:
             await asyncio.wait_for(capture.exited.wait(), timeout)
