@@ -34,8 +34,8 @@ def _run(tmp: Path, args: list[str], steps: list[dict[str, Any]], stdin: str | N
 
 def test_chat_survives_a_recall_query_that_recall_refuses(env: Path) -> None:
     """A slash command with an odd argument ends the whole chat session (exit 1) instead of
-    saying what is wrong and prompting again: the InputError of ctx.recall.search escapes _slash
-    and the chat loop to MorphzGroup.invoke."""
+    saying what is wrong and prompting again: the InputError of ctx.recall.search escapes
+    chat_commands.run and the chat loop to MorphzGroup.invoke."""
     result = _run(env, ["chat"], [{"reply": "ok"}], stdin='/recall "\n/status\n/quit\n')
     assert result.exit_code == 0, (result.stdout, result.stderr)
     assert "context-default" in result.stdout.split('/recall "', 1)[1]  # /status still ran
@@ -83,7 +83,7 @@ def test_a_missing_workspace_is_refused_at_once(env: Path) -> None:
 def test_a_chat_command_with_leading_spaces_is_a_command(env: Path) -> None:
     """'/quit   ' (trailing spaces) quits, but '  /quit' (leading spaces) is sent to the agent as
     a prompt and starts an activation: the loop tests line.startswith('/') on the unstripped
-    line, then passes line.strip() to _slash."""
+    line, then passes line.strip() to chat_commands.run."""
     result = _run(env, ["chat"], [{"reply": "ok"}], stdin="  /quit\n")
     assert result.exit_code == 0, result.output
     assert "agent>" not in result.stdout

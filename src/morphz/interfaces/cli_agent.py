@@ -16,7 +16,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,7 +28,7 @@ from morphz.capacity import CONFIG_NAMES, Budget, budget_over
 from morphz.checks import check_id, check_text
 from morphz.database import store_path
 from morphz.ids import ref_seq
-from morphz.interfaces import render, stopping, tables
+from morphz.interfaces import chat_commands, render, stopping, tables
 from morphz.interfaces.approval_text import denied_note, shown_call
 from morphz.interfaces.cli import (
     db_option,
@@ -39,12 +39,10 @@ from morphz.interfaces.cli import (
 )
 from morphz.interfaces.output import emit, out
 from morphz.owners import current_owner
-from morphz.recall.tokenize import query_terms
 from morphz.runtime.agent_tools import agent_tools
 from morphz.runtime.config import Settings, config_paths, load, make_model, read_profile
 from morphz.runtime.engine import ActivationResult, Engine, RuntimeConfig
 from morphz.runtime.models.base import Model
-from morphz.runtime.report import pick_activations, request_stats, total
 from morphz.runtime.secrets_env import withhold
 from morphz.runtime.tools.base import ApprovalEnded, Tool, ToolRegistry
 from morphz.runtime.tools.shell import shell_tools
@@ -442,7 +440,7 @@ def _converse(runner: asyncio.Runner, engine: Engine, session: str) -> None:
             line = line.strip()[1:]
         elif line.strip().startswith("/"):
             try:
-                if not _slash(engine, session, line.strip()):
+                if not chat_commands.run(engine, session, line.strip()):
                     break
             except morphz.MorphzError as exc:  # a refused command: say so, keep the chat
                 report_error(exc, "text")
@@ -547,57 +545,3 @@ def _worth_showing(event: morphz.Event, session: str) -> bool:
     if event.kind == "context_tx_committed":
         return event.session_id != session
     return event.kind != "model_reply" or bool((event.payload or {}).get("tool_calls"))
-
-
-def _slash(engine: Engine, session: str, line: str) -> bool:
-    """One chat command; False for /quit. /encoding shows what the agent's next request in this
-    session would carry, compiled as the engine compiles it."""
-    ctx = engine.ctx
-    command, _, rest = line.partition(" ")
-    if command == "/quit":
-        return False
-    if command == "/status":  # the pressure of the request the agent would be sent now
-        pressure = engine.encoding(session).pressure.to_dict()
-        out(render.status(replace(ctx.status(), pressure=pressure)))
-    elif command == "/mind" and rest.strip() in ("", "all"):  # /mind all: retired ones too
-        every = rest.strip() == "all"
-        out(render.mind(ctx.mind(all_observations=every), all_observations=every, for_all=MIND_ALL))
-    elif command == "/encoding":
-        out(engine.encoding(session).text)
-    elif command == "/recall" and rest.strip():
-        out(_recall(ctx, rest.strip()))
-    elif command == "/requests":  # what this chat's activations sent, prefix reuse included
-        stats = request_stats(ctx, pick_activations(ctx, last=5))
-        out(render.request_stats(stats, total(stats)))
-    elif command in ("/help", "/recall", "/mind"):
-        out(COMMANDS)
-    else:
-        out(f"unknown command {tables.visible(command)}: the line was not sent to the agent")
-        out(COMMANDS)
-    return True
-
-
-MIND_ALL = "/mind all for all"
-
-
-def _recall(ctx: morphz.Context, query: str) -> str:
-    """/recall QUERY: the search's first page; /recall takes no cursor and no time range, so
-    what needs them is said as the `morphz context recall search` command that has them, on
-    this chat's store, its options before ``--`` (a query may begin with a dash)."""
-    store = getattr(ctx.db.store, "path", None)  # a SQLite store's file
-    where = [] if store is None else ["--db", str(store)]
-    search = shlex.join(["morphz", "context", "recall", "search", *where])
-    if not query_terms(query):  # "-- CTX ''": given one argument, it would be the QUERY
-        in_range = shlex.join(["--", ctx.id, ""])
-        raise morphz.InputError(
-            f"nothing searchable in {query!r} (only very common words, symbols or emoji): add "
-            f"specific words; `{search} --since T --until T {in_range}` searches a time range"
-        )
-    arguments = shlex.join(["--", ctx.id, query])
-    return render.search_page(ctx.recall.search(query), command=(search, arguments))
-
-
-COMMANDS = (
-    "commands: /status, /mind [all], /encoding, /requests, /recall QUERY, /quit, /help "
-    "(a line that begins with // is sent to the agent without its first /)"
-)
