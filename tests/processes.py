@@ -1,10 +1,14 @@
 """Helpers for tests that watch real processes: whether one still runs, waiting for one to end,
-and waiting for a process to block on a locked store. The waits are safety nets, not timings."""
+waiting for a process to block on a locked store, and what the CLI writes to a terminal. The
+waits are safety nets, not timings."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pty
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -83,3 +87,38 @@ def survivors(mark: str, tries: int = 400) -> list[int]:
         time.sleep(0.05)
         left = marked(mark)
     return left
+
+
+def morphz_on_a_terminal(
+    *args: str, env: dict[str, str], cwd: Path, stderr_too: bool = False
+) -> tuple[int, bytes]:
+    """``morphz ARGS`` run with a pseudo-terminal as its standard output (and standard error
+    when ``stderr_too``; otherwise it is discarded): its exit status and what it wrote (the
+    terminal's line discipline turns ``\\n`` into ``\\r\\n``)."""
+    master, slave = pty.openpty()
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "morphz", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave if stderr_too else subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+        )
+    finally:
+        os.close(slave)
+    shown = b""
+    try:
+        while chunk := _read_terminal(master):
+            shown += chunk
+    finally:
+        os.close(master)
+        status = child.wait(timeout=120)
+    return status, shown
+
+
+def _read_terminal(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # EIO: every writer closed the terminal
+        return b""

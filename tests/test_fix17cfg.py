@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 
 from morphz.errors import InputError
 from morphz.runtime.config import PROFILE_CAP, load, make_model, read_profile
+from processes import morphz_on_a_terminal
 from stores import isolated_env, user_config
 
 
@@ -156,34 +156,16 @@ def _exec(tmp_path: Path, reply: str, *extra: str, terminal: bool) -> bytes:
     steps = tmp_path / "steps.json"
     steps.write_text(json.dumps([{"reply": reply}]), encoding="utf-8")
     (tmp_path / "ws").mkdir(exist_ok=True)
-    args = [sys.executable, "-m", "morphz", "exec", "go", "--model", f"scripted:{steps}"]
-    args += ["--workspace", str(tmp_path / "ws"), *extra]
+    args = ["exec", "go", "--model", f"scripted:{steps}", "--workspace", str(tmp_path / "ws")]
+    args += extra
     env = isolated_env(tmp_path, MORPHZ_DB=str(tmp_path / "m.db"))
     if not terminal:
-        done = subprocess.run(args, check=True, capture_output=True, env=env, cwd=tmp_path)
+        command = [sys.executable, "-m", "morphz", *args]
+        done = subprocess.run(command, check=True, capture_output=True, env=env, cwd=tmp_path)
         return done.stdout
-    master, slave = pty.openpty()
-    try:
-        child = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.DEVNULL, env=env
-        )
-    finally:
-        os.close(slave)
-    shown = b""
-    try:
-        while chunk := _read(master):
-            shown += chunk
-    finally:
-        os.close(master)
-        assert child.wait(timeout=120) == 0
+    status, shown = morphz_on_a_terminal(*args, env=env, cwd=tmp_path)
+    assert status == 0, shown
     return shown
-
-
-def _read(fd: int) -> bytes:
-    try:
-        return os.read(fd, 65536)
-    except OSError:  # EIO: the child closed the terminal
-        return b""
 
 
 REPLY = "a\tb \x1b[2J\x9b c\u202e d\u200de"

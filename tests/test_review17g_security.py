@@ -9,8 +9,6 @@ folders; no network."""
 from __future__ import annotations
 
 import json
-import os
-import pty
 import resource
 import subprocess
 import sys
@@ -21,6 +19,7 @@ import pytest
 
 from morphz.errors import InputError
 from morphz.runtime.config import load, make_model
+from processes import morphz_on_a_terminal
 from stores import isolated_env
 
 
@@ -63,36 +62,6 @@ def test_a_project_config_cannot_send_the_users_key_to_a_host_it_names(tmp_path:
 # --- 2. an escape sequence in a reply reaches the user's terminal ------------------------------
 
 
-def _through_a_terminal(tmp_path: Path, args: list[str], env: dict[str, str]) -> bytes:
-    """What the CLI writes to a terminal (a pseudo-terminal as its stdout and stderr)."""
-    master, slave = pty.openpty()
-    try:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "morphz", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=slave,
-            stderr=slave,
-            env=env,
-            cwd=tmp_path,
-        )
-    finally:
-        os.close(slave)
-    shown = b""
-    try:
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: every writer closed the terminal
-                break
-            if not chunk:
-                break
-            shown += chunk
-    finally:
-        os.close(master)
-        child.wait(timeout=120)
-    return shown
-
-
 def test_a_reply_cannot_write_the_clipboard_of_the_users_terminal(tmp_path: Path) -> None:
     """The agent's reply is printed as stored (interfaces/cli_agent.py:451 and _reply_text at
     :356, through cli.py:115 `out`), also to a terminal: a reply holding OSC 52 sets the user's
@@ -107,8 +76,16 @@ def test_a_reply_cannot_write_the_clipboard_of_the_users_terminal(tmp_path: Path
     ws = tmp_path / "ws"
     ws.mkdir()
     env = isolated_env(tmp_path, MORPHZ_DB=str(tmp_path / "m.db"))
-    shown = _through_a_terminal(
-        tmp_path, ["exec", "go", "--model", model, "--workspace", str(ws)], env
+    _, shown = morphz_on_a_terminal(
+        "exec",
+        "go",
+        "--model",
+        model,
+        "--workspace",
+        str(ws),
+        env=env,
+        cwd=tmp_path,
+        stderr_too=True,
     )
     assert b"done" in shown, shown
     assert b"\x1b]52" not in shown, shown

@@ -8,15 +8,12 @@ folders. (The review's findings about configuration and the profile are in other
 from __future__ import annotations
 
 import json
-import os
-import pty
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from processes import morphz_on_a_terminal
 from stores import isolated_env, run_morphz
 
 
@@ -28,32 +25,9 @@ def _script(tmp_path: Path, steps: list[dict[str, Any]], name: str = "steps.json
 
 def _at_a_terminal(tmp_path: Path, *args: str) -> bytes:
     """What ``morphz ARGS`` (in ``tmp_path``, its own home) writes to standard output when that
-    is a terminal (a pseudo-terminal; its line discipline turns ``\\n`` into ``\\r\\n``)."""
-    master, slave = pty.openpty()
-    try:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "morphz", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=slave,
-            stderr=subprocess.DEVNULL,
-            env=isolated_env(tmp_path),
-            cwd=tmp_path,
-        )
-    finally:
-        os.close(slave)
-    shown = b""
-    try:
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            shown += chunk
-    finally:
-        os.close(master)
-        assert child.wait(timeout=120) == 0
+    is a terminal; it must succeed."""
+    status, shown = morphz_on_a_terminal(*args, env=isolated_env(tmp_path), cwd=tmp_path)
+    assert status == 0, shown
     return shown
 
 

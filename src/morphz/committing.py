@@ -56,11 +56,12 @@ def check_measures(
         check_budget_keys(budget_keys, "commit's budget_keys")
     if calibration is not None:
         check_setting(calibration, "calibration")
+    floor = None
     if request_floor is not None:
-        check_whole(request_floor, "request_floor", 0, unit="tokens")
+        floor = check_whole(request_floor, "request_floor", 0, unit="tokens")
     if profile_tokens is not None:
-        check_whole(profile_tokens, "profile_tokens", 0, unit="tokens")
-        if request_floor is None or profile_tokens > request_floor:  # type: ignore[operator]
+        share = check_whole(profile_tokens, "profile_tokens", 0, unit="tokens")
+        if floor is None or share > floor:
             raise InputError(
                 f"profile_tokens ({profile_tokens}) is the profile's share of request_floor: "
                 f"give request_floor too, at least as large (it is {request_floor})"
