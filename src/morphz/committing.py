@@ -238,6 +238,14 @@ class Limits:
         return figure(PROTOCOL_TOKENS + MINIMUM_ALLOWANCE, self.calibration).tokens
 
 
+def _where_raised(keys: Mapping[str, int]) -> str:
+    """Where the budget a refusal measured against is raised: the keys given over the
+    context's budget (a configuration's ``[budget]`` table) when they set its limit."""
+    if keys.keys() & {"configured", "window", "output_reserve"}:
+        return "the [budget] keys given over the context's budget, such as `limit` in morphz.toml"
+    return "`morphz context budget CTX --limit N` or `--window N`"
+
+
 def _check_room(w: WriteTxn, tx: Tx, changes: Changes, limits: Limits) -> None:
     """Refuse (BudgetError, nothing written) a transaction ``tx`` that grew the frames in view
     when the smallest maintenance request with them (its fixed part: protocol, kernel, the
@@ -269,6 +277,15 @@ def _check_room(w: WriteTxn, tx: Tx, changes: Changes, limits: Limits) -> None:
                 "critical": budget.critical,
                 "profile": limits.profile_tokens,
             },
+            **_grower(tx, changes),
+        )
+    if floor > budget.critical:  # no frame at all fits: only a larger budget helps
+        raise BudgetError(
+            f"even with no frame in view, the smallest maintenance request on this context "
+            f"(the protocol, the kernel, the tool schemas and any profile) takes about {floor} "
+            f"tokens, over the critical level of {budget.critical}: no change to the frames can "
+            f"make room. Raise the budget ({_where_raised(limits.keys)})",
+            details={"tokens": needed, "critical": budget.critical, "floor": floor},
             **_grower(tx, changes),
         )
     if needed > budget.critical:
