@@ -260,45 +260,53 @@ def _check_room(w: WriteTxn, tx: Tx, changes: Changes, limits: Limits) -> None:
     budget = budget_over(limits.budget or Budget.stored(stored, w.row.context_id), limits.keys)
     floor = limits.floor()
     needed = figure(frames, limits.calibration).tokens + floor
+    if needed <= budget.critical:
+        return
+    details: dict[str, Any] = {"tokens": needed, "critical": budget.critical}
+    if floor <= budget.critical:  # a smaller frame fits
+        message = _frames_too_large(needed, budget.critical)
     # the profile is what does not fit only when the request is past critical without any
-    # frame and the profile is at least half of it (review 17m: else a smaller frame fits)
-    profiled = limits.profile_tokens is not None and limits.profile_tokens * 2 >= floor
-    if floor > budget.critical and profiled:
-        raise BudgetError(
-            f"the smallest maintenance request on this context would take about {needed} "
-            f"tokens with the frames this transaction leaves in view, over the critical level "
-            f"of {budget.critical}, and the profile bound to the agent (the evaluation-profile "
-            f"region, sent with every request) takes about {limits.profile_tokens} of them: no "
-            "frame can make room for it. Give a shorter harness definition (the file that "
-            "`profile =` names in morphz.toml, or `--profile FILE` for exec and chat), or raise "
-            "the budget",
-            details={
-                "tokens": needed,
-                "critical": budget.critical,
-                "profile": limits.profile_tokens,
-            },
-            **_grower(tx, changes),
-        )
-    if floor > budget.critical:  # no frame at all fits: only a larger budget helps
-        raise BudgetError(
-            f"even with no frame in view, the smallest maintenance request on this context "
-            f"(the protocol, the kernel, the tool schemas and any profile) takes about {floor} "
-            f"tokens, over the critical level of {budget.critical}: no change to the frames can "
-            f"make room. Raise the budget ({_where_raised(limits.keys)})",
-            details={"tokens": needed, "critical": budget.critical, "floor": floor},
-            **_grower(tx, changes),
-        )
-    if needed > budget.critical:
-        raise BudgetError(
-            f"this transaction would leave frames in view that make even the smallest "
-            f"maintenance request about {needed} tokens (with the protocol, the kernel and the "
-            f"tool schemas), over the critical level of {budget.critical}: maintenance could not "
-            "bring the context back under it, since only observations are left out of a "
-            "request. Make the frames smaller instead: derive a short summary and supersede "
-            "what it replaces ((derive NEW (from OLD) ...), (relate NEW supersedes OLD) and "
-            "(retire OLD) in one transaction retire OLD at once), "
-            "revise frames shorter, or retire frames and wait for the window to end; or raise "
-            "the budget",
-            details={"tokens": needed, "critical": budget.critical},
-            **_grower(tx, changes),  # found only for a refusal: commits skip it
-        )
+    # frame and the profile is at least half of it (review 17m)
+    elif limits.profile_tokens is not None and limits.profile_tokens * 2 >= floor:
+        message = _profile_too_large(needed, budget.critical, limits.profile_tokens)
+        details["profile"] = limits.profile_tokens
+    else:  # no frame at all fits: only a larger budget helps
+        message = _budget_too_small(floor, budget.critical, limits.keys)
+        details["floor"] = floor
+    # the grower is found only for a refusal: commits skip it
+    raise BudgetError(message, details=details, **_grower(tx, changes))
+
+
+def _frames_too_large(needed: int, critical: int) -> str:
+    return (
+        f"this transaction would leave frames in view that make even the smallest "
+        f"maintenance request about {needed} tokens (with the protocol, the kernel and the "
+        f"tool schemas), over the critical level of {critical}: maintenance could not "
+        "bring the context back under it, since only observations are left out of a "
+        "request. Make the frames smaller instead: derive a short summary and supersede "
+        "what it replaces ((derive NEW (from OLD) ...), (relate NEW supersedes OLD) and "
+        "(retire OLD) in one transaction retire OLD at once), "
+        "revise frames shorter, or retire frames and wait for the window to end; or raise "
+        "the budget"
+    )
+
+
+def _profile_too_large(needed: int, critical: int, profile: int) -> str:
+    return (
+        f"the smallest maintenance request on this context would take about {needed} "
+        f"tokens with the frames this transaction leaves in view, over the critical level "
+        f"of {critical}, and the profile bound to the agent (the evaluation-profile "
+        f"region, sent with every request) takes about {profile} of them: no "
+        "frame can make room for it. Give a shorter harness definition (the file that "
+        "`profile =` names in morphz.toml, or `--profile FILE` for exec and chat), or raise "
+        "the budget"
+    )
+
+
+def _budget_too_small(floor: int, critical: int, keys: Mapping[str, int]) -> str:
+    return (
+        f"even with no frame in view, the smallest maintenance request on this context "
+        f"(the protocol, the kernel, the tool schemas and any profile) takes about {floor} "
+        f"tokens, over the critical level of {critical}: no change to the frames can "
+        f"make room. Raise the budget ({_where_raised(keys)})"
+    )
