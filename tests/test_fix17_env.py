@@ -38,10 +38,14 @@ import ctypes, json, os
 from morphz.runtime.secrets_env import withhold
 names = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL")
 done = withhold()
+libc = ctypes.CDLL(None)
+dumpable = libc.prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE, as withhold() left it
+# not dumpable, /proc/self/* belongs to root: a user other than root cannot open its own
+# environ (EACCES); made dumpable again (allowed) only to read what the block now holds
+libc.prctl(4, 1, 0, 0, 0)
 with open("/proc/self/environ", "rb") as f:
     block = f.read().decode()
 inside = {n: os.environ.get(n) for n in (*names, "FIX17_OTHER")}
-dumpable = ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)
 after = {n: os.environ.get(n) for n in names}
 print(json.dumps({"done": [list(done.overwritten), done.closed, done.skipped],
     "block": block, "inside": inside, "dumpable": dumpable, "after": after}))
@@ -162,3 +166,40 @@ def test_a_listing_of_plain_names_says_nothing_of_quotes(ws: Path, tc: ToolConte
     (ws / "plain.txt").write_text("x", encoding="utf-8")
     out = run(list_files_tool(), tc).text
     assert out.splitlines()[0] == "1 entries in . (type, size in bytes, path):", out
+
+
+_HOLDER = """
+import sys
+from morphz.runtime.secrets_env import withhold
+print(withhold().closed, flush=True)
+sys.stdin.readline()
+"""
+
+
+@linux_only
+def test_another_process_of_the_user_cannot_read_the_environment_once_withheld(
+    tmp_path: Path,
+) -> None:
+    """What 'closed' means: another process of the same user (this one) cannot open the
+    agent's /proc/PID/environ at all. Root's processes can (CAP_SYS_PTRACE), so as root the
+    check is only that the secrets are blanked there."""
+    import os
+
+    env = isolated_env(tmp_path, **SECRETS)
+    with subprocess.Popen(
+        [sys.executable, "-c", _HOLDER], env=env, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True,
+    ) as child:  # fmt: skip
+        assert child.stdout is not None and child.stdin is not None
+        assert child.stdout.readline().strip() == "True"
+        try:
+            block = Path(f"/proc/{child.pid}/environ").read_bytes()
+        except PermissionError:
+            block = None
+        child.stdin.write("\n")
+        child.stdin.close()
+    if os.geteuid() != 0:
+        assert block is None, "another process of the user read the agent's environment"
+    else:
+        assert block is not None
+        assert not any(v.encode() in block for v in SECRETS.values()), block

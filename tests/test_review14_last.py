@@ -7,7 +7,6 @@ Real files in temporary folders; no timed assertions.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -46,10 +45,7 @@ def test_approval_prompt_counts_runs_of_blank_looking_characters(blank: str) -> 
 # --- the permission fence -----------------------------------------------------------------
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="root only")
-def test_write_file_as_root_does_not_create_in_a_read_only_folder(
-    tc: ToolContext, ws: Path
-) -> None:
+def test_write_file_does_not_create_in_a_read_only_folder(tc: ToolContext, ws: Path) -> None:
     """The fence of the fourteenth session checks the file's mode bits rather than os.access
     so that `chmod a-w` keeps the agent off a file even when it runs as root
     (workspace._target). A folder made read-only (`chmod a-w docs`) is the same fence for any

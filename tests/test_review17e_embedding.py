@@ -208,7 +208,7 @@ def test_a_store_on_a_read_only_file_system_is_not_told_to_chmod(tmp_path: Path)
         with morphz.open(path) as db:
             db.context(create=True).observe("user_message", "hello")
         import subprocess
-        subprocess.run(["mount", "-o", "remount,ro", {str(mount)!r}], check=True)
+        subprocess.run(["mount", "-o", "remount,bind,ro", {str(mount)!r}], check=True)
         try:
             morphz.open(path, create=False).close()
             print("OPENED")
