@@ -37,16 +37,40 @@ class Database:
         return f"Database({where}{', closed' if self.store.closed else ''})"
 
     def timestamp(self) -> str:
+        """The store's clock read now, in UTC (what the store records)."""
+        return self._reading().isoformat()
+
+    def local_time(self) -> str:
+        """The store's clock read now, in this machine's time zone to the second: the local
+        time the runtime's requests state (the kernel's local-time, the session window's
+        end), so they agree with the times the store records. A reading the zone cannot hold
+        (within hours of year 1 or 9999) is shown in UTC."""
+        reading = self._reading()
+        try:
+            local = reading.astimezone()
+        except OverflowError:  # past the years the zone's time can state: the same instant
+            local = reading
+        return local.isoformat(timespec="seconds")
+
+    def _reading(self) -> datetime:
         """The store's clock read now, in UTC. A reading without a UTC offset is refused:
         ``astimezone`` would read it as the machine's local time, and the stored times (and
-        the encoding that shows them) would then depend on the time zone."""
+        the encoding that shows them) would then depend on the time zone; so is one whose UTC
+        time is outside the years 1-9999, which no stored time can state."""
         reading = self.now()
         if not isinstance(reading, datetime) or reading.utcoffset() is None:
             raise InputError(
                 f"the store's clock must return times with a UTC offset, not {reading!r}: give "
                 "morphz.open(now=...) a clock such as lambda: datetime.now(UTC)"
             )
-        return reading.astimezone(UTC).isoformat()
+        try:
+            return reading.astimezone(UTC)
+        except OverflowError as exc:
+            raise InputError(
+                f"the store's clock returned {reading.isoformat()}, whose UTC time is outside "
+                "the years 1-9999 a stored time can state: give morphz.open(now=...) a clock "
+                "that returns the current time, such as lambda: datetime.now(UTC)"
+            ) from exc
 
     def context(
         self, context_id: str = DEFAULT_CONTEXT, *, create: bool = False, window: int | None = None

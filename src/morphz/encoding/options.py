@@ -27,7 +27,7 @@ class EncodeOptions:
     session: str = "default"
     activation: str | None = None
     model: str = "none"
-    local_time: str = "unknown"  # free text, or a datetime with an offset
+    local_time: str = "unknown"  # free text (an ISO time has an offset), or an aware datetime
     bindings: dict[str, Any] = field(default_factory=dict)
     objectives: tuple[str, ...] = ()
     scheduling: dict[str, Any] = field(default_factory=dict)
@@ -107,10 +107,28 @@ def checked(opts: EncodeOptions) -> EncodeOptions:
                 ) from exc
     if isinstance(opts.now, str):  # a time with an offset (local_time may be free text)
         normalize_time(opts.now, "now")
+    if isinstance(opts.local_time, str):
+        _not_naive(opts.local_time)
     local, now = _time(opts.local_time, "local_time"), _time(opts.now, "now")
     if local is opts.local_time and now is opts.now:
         return opts
     return replace(opts, local_time=local, now=now)
+
+
+def _not_naive(local_time: str) -> None:
+    """Refuse a ``local_time`` that is an ISO time without a UTC offset: the session window is
+    measured from a local time with one, and this one would be ignored for it without a word.
+    Free text that is no ISO time ("unknown", "Tuesday morning") is shown as given."""
+    try:
+        parsed = datetime.fromisoformat(local_time)
+    except ValueError:
+        return  # free text
+    if parsed.utcoffset() is None:
+        raise InputError(
+            f"local_time {local_time!r} is a time without a UTC offset, which the session window "
+            "cannot be measured from: add one, e.g. 2026-08-04T09:00:00+08:00 (in Python: "
+            "datetime.now().astimezone().isoformat()), or give a datetime with its tzinfo"
+        )
 
 
 def _time(value: _T, name: str) -> _T | str:

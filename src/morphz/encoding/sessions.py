@@ -133,10 +133,10 @@ def plan_sessions(
 
 def horizon(view: View, now: str | None, last_active: Callable[[], str | None]) -> str | None:
     """The start of the session time window (ISO, with offset): ``view.session_hours`` before
-    ``now``, or, when ``now`` is not a time with an offset (a compile without a clock), before
-    the context's last activity (``last_active()``: the latest time an active session was
-    active), so the same state gives the same window. None: no window (no session yet, or a
-    window starting before year 1)."""
+    ``now``, or, when ``now`` is not a time with an offset (a compile without a clock: free
+    text), before the context's last activity (``last_active()``: when its latest event, by
+    sequence, was recorded), so the same state gives the same window. None: no window (no
+    session yet, or a window starting before year 1)."""
     moment = _parse(now)
     if moment is None:
         moment = _parse(last_active())

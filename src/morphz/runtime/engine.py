@@ -37,7 +37,6 @@ import asyncio
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -103,10 +102,6 @@ class ActivationResult:
         }
 
 
-def _now() -> str:
-    return datetime.now().astimezone().isoformat(timespec="seconds")
-
-
 class Engine:
     """Runs activations of one context with one model and a tool registry."""
 
@@ -125,7 +120,9 @@ class Engine:
         # first layout on it. Activations share one event loop and no await falls between
         # reading and writing an entry, so concurrent ones never see half an update.
         self.answered: Answered = {}
-        self.clock: Callable[[], str] = _now
+        # the local time each request states (the kernel's local-time, the end of the session
+        # window): the store's clock (morphz.open(now=...)), which times the events it shows
+        self.clock: Callable[[], str] = ctx.db.local_time
         self.measured = Floors(store_folder(ctx))
 
     def options(

@@ -19,7 +19,7 @@ from morphz.store.active_base import (
 from morphz.store.base import SessionRow
 from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
 
-RETIRED_NAMED = 5  # retired sessions the directory names (the most recently active)
+RETIRED_NAMED = 5  # retired sessions the directory names (the latest by sequence)
 
 
 class SqliteActive:
@@ -87,7 +87,7 @@ class SqliteActive:
         ]
         latest = self.conn.execute(
             "SELECT session_id FROM sessions WHERE context_id = ?1 AND attention = 'retired' "
-            "AND session_id <> ?2 ORDER BY last_time DESC, session_id LIMIT ?3",
+            "AND session_id <> ?2 ORDER BY last_seq DESC, session_id LIMIT ?3",
             (self.cid, current, RETIRED_NAMED),
         ).fetchall()
         retired = totals.get("retired", 0)
@@ -103,13 +103,16 @@ class SqliteActive:
         return dict(rows.fetchall())
 
     def last_active(self) -> str | None:
-        """When the most recently active session (attention active) was last active: one step
-        down ``sessions_recent``."""
-        (moment,) = self.conn.execute(
-            "SELECT max(last_time) FROM sessions WHERE context_id = ? AND attention = 'active'",
+        """The context's last activity: when the store recorded its latest event (the
+        ``last_time`` of the session that wrote last, by sequence, not the latest
+        ``last_time``, which one write while the clock ran ahead would hold for as long as its
+        session stays untouched). One step down the events' (context_id, seq) index; None
+        without events."""
+        row = self.conn.execute(
+            "SELECT recorded_at FROM events WHERE context_id = ? ORDER BY seq DESC LIMIT 1",
             (self.cid,),
         ).fetchone()
-        return str(moment) if moment else None
+        return None if row is None else str(row[0])
 
     def frames(self) -> list[Frame]:
         """Active and retiring frames in projection order."""
