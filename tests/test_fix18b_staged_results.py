@@ -360,7 +360,7 @@ os.kill(os.getpid(), 9)
 
 def test_a_store_of_the_previous_release_migrates_and_recovers(tmp_path: Path) -> None:
     """A store the previous release (schema 26) wrote, with an activation its killed process
-    left running: this release migrates it (schema 27, the staged results' table, empty),
+    left running: this release migrates it (schema 28, the staged results' table, empty),
     recovers the activation with "may have run" as before, stages and records new work, and
     audits clean."""
     src = old_morphz(PREVIOUS, tmp_path)

@@ -1,6 +1,6 @@
 """The runtime's rows of one context in SQLite: the sessions as the directory lists them, the
 activations (the running ones, the latest started, one by id) and the tool calls' staged
-outcomes (migration 0027), read inside a read or write unit of work (:class:`RuntimeRows`) and
+outcomes (migration 0028), read inside a read or write unit of work (:class:`RuntimeRows`) and
 written inside a write one (:class:`RuntimeWrites`).
 Running activations are read through their partial index ``activations_running``: without it
 SQLite reads every activation the context ever had (once per session when listing sessions)."""

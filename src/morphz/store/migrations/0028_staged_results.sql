@@ -1,4 +1,4 @@
--- 0027_staged_results: the outcome of each tool call, written as the call ends, until the write
+-- 0028_staged_results: the outcome of each tool call, written as the call ends, until the write
 -- that records the step's results as one batch deletes it (in that same transaction: an outcome
 -- is either staged or an event, never both, never neither). A process killed before that batch
 -- (SIGKILL, the OOM killer, a power cut) leaves the outcomes of the calls that ended here, and
