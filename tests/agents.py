@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import morphz
+from morphz import staging
 from morphz.capacity import Budget
 from morphz.interfaces.cli import main
 from morphz.interfaces.cli_agent import build_tools
@@ -151,17 +152,22 @@ def approving_writes(asked: asyncio.Event) -> Callable[[Tool, dict[str, Any]], A
 
 
 def results_busy_once(monkeypatch: pytest.MonkeyPatch, before: Callable[[], None]) -> None:
-    """Context.observe_batch fails (StoreBusyError, rolled back) the first time it is to write
-    tool results, after ``before`` (a test's synchronisation); it works as usual otherwise."""
-    observe_batch = morphz.Context.observe_batch
+    """The write of a step's results (``staging.record``, the runtime's batch) fails
+    (StoreBusyError, rolled back) the first time it is to write tool results, after ``before``
+    (a test's synchronisation); it works as usual otherwise."""
+    record = staging.record
     failed: list[bool] = []
 
-    def busy_once(self: morphz.Context, items: Any, **kwargs: Any) -> Any:
-        items = list(items)
-        if not failed and any(o.kind == "tool_result" for o in items):
+    def busy_once(ctx: morphz.Context, *args: Any) -> Any:
+        if not failed and has_tool_result(args[-1]):
             failed.append(True)
             before()
             raise morphz.StoreBusyError("the store is busy: another process holds its lock")
-        return observe_batch(self, items, **kwargs)
+        return record(ctx, *args)
 
-    monkeypatch.setattr(morphz.Context, "observe_batch", busy_once)
+    monkeypatch.setattr(staging, "record", busy_once)
+
+
+def has_tool_result(outcomes: Any) -> bool:
+    """Whether ``outcomes`` (what ``staging.record`` records) hold a tool_result."""
+    return any(outcome.observation.kind == "tool_result" for outcome, _ in outcomes)

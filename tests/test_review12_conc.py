@@ -20,10 +20,12 @@ from agents import (
     approving_writes,
     asking,
     end_of,
+    has_tool_result,
     make_engine,
     results_busy_once,
     results_of,
 )
+from morphz import staging
 from morphz.recall.api import Recall
 from morphz.runtime.models.base import ModelRequest, ModelResponse, ToolCall
 from morphz.runtime.models.scripted import FunctionModel
@@ -97,17 +99,16 @@ def test_a_second_interrupt_while_results_are_written_does_not_finish_the_activa
     asked = asyncio.Event()
     results_entered, go, results_done = threading.Event(), threading.Event(), threading.Event()
     in_flight_at_finish: list[bool] = []
-    observe_batch = morphz.Context.observe_batch
+    record = staging.record  # the write of a step's results
     finish_activation = morphz.Context.finish_activation
 
-    def slow_observe_batch(self: morphz.Context, items: Any, **kwargs: Any) -> Any:
-        items = list(items)
-        if not any(o.kind == "tool_result" for o in items):
-            return observe_batch(self, items, **kwargs)
+    def slow_record(self: morphz.Context, *args: Any) -> Any:
+        if not has_tool_result(args[-1]):
+            return record(self, *args)
         results_entered.set()
         go.wait(1)  # released by the end's write before the fix; since, this guard (1 s)
         try:
-            return observe_batch(self, items, **kwargs)
+            return record(self, *args)
         finally:
             results_done.set()
 
@@ -116,7 +117,7 @@ def test_a_second_interrupt_while_results_are_written_does_not_finish_the_activa
         go.set()
         return finish_activation(self, *args, **kwargs)
 
-    monkeypatch.setattr(morphz.Context, "observe_batch", slow_observe_batch)
+    monkeypatch.setattr(staging, "record", slow_record)
     monkeypatch.setattr(morphz.Context, "finish_activation", watched_finish)
 
     async def scenario() -> None:

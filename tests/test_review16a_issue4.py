@@ -12,13 +12,15 @@ from pathlib import Path
 
 import morphz
 from histories import Clock
+from stores import SRC
 
 LOCAL_TIME = "2026-08-04T10:00:00+00:00"
 
 
 def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m morphz ARGS`` in ``cwd``, with a home folder of its own (no user config)."""
-    env = {**os.environ, "HOME": str(cwd / "home")}
+    """``python -m morphz ARGS`` in ``cwd``, with a home folder of its own (no user config),
+    running the Morphz under test (a relative PYTHONPATH would not reach it from ``cwd``)."""
+    env = {**os.environ, "HOME": str(cwd / "home"), "PYTHONPATH": str(SRC)}
     env.pop("MORPHZ_DB", None)
     return subprocess.run(
         [sys.executable, "-m", "morphz", *args],

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from morphz import committing, owners
+from morphz import committing, owners, staging
 from morphz import events as ev
 from morphz import observe as appending
 from morphz.checks import check_text
@@ -102,7 +102,8 @@ def finish(
     unanswered: Mapping[str, object] | None = None,
 ) -> None:
     """Mark an activation delivered, failed or interrupted (see Context.finish_activation);
-    ``before`` writes what goes before the end, in the same transaction, under the lock;
+    ``before`` writes what goes before the end, in the same transaction, under the lock, and
+    then what is still staged of its calls' outcomes is recorded (:func:`staging.flush`);
     ``unanswered`` goes into the end's payload when given."""
     if state not in ("delivered", "failed", "interrupted"):
         raise InputError("an activation finishes as delivered, failed or interrupted")
@@ -116,6 +117,7 @@ def finish(
         act = running(w, ctx.id, activation_id)  # again, under the writer lock
         if before is not None:
             before(w, act)
+        staging.flush(ctx, w, act)
 
     def put(w: WriteTxn, seq: int) -> None:
         act = running(w, ctx.id, activation_id)
@@ -183,10 +185,11 @@ def interrupt(ctx: Context, activation_id: str, reason: str) -> bool:
     another caller finished it first."""
 
     def answer(w: WriteTxn, act: ActivationRow) -> None:
-        results = unanswered(w, act, reason)
+        results, reply_seq, used = unanswered(w, act, reason)
         if results:
             recorded, mine = ctx.db.timestamp(), act.activation_id
-            ctx._append(w, act.session_id, results, recorded, False, activation=mine)
+            staging.append(ctx, w, act.session_id, mine, results, recorded=recorded)
+            w.unstage_results(mine, reply_seq, used)
 
     try:
         finish(ctx, activation_id, "interrupted", reason, before=answer)
@@ -199,14 +202,54 @@ def interrupt(ctx: Context, activation_id: str, reason: str) -> bool:
     return True
 
 
-def unanswered(r: ReadTxn, act: ActivationRow, reason: str) -> list[appending.Checked]:
+def unanswered(
+    r: ReadTxn, act: ActivationRow, reason: str
+) -> tuple[list[tuple[appending.Checked, bool]], int, list[int]]:
     """A result for each tool call of ``act``'s last model reply that no observation of ``act``
-    answers (``meta.call``): the process died between the reply and the results, so the call
-    may have run, in whole or in part, or not at all. Without one the next activation would see
+    answers (``meta.call``), in call order, each with whether it ticks the clock; that reply's
+    seq; the positions of the calls answered from their staged outcome. A call that ended
+    before the process died has its outcome staged (:mod:`morphz.staging`): that is its result
+    (``recovered``; it ticks when its tool ran). Any other call may have run, in whole or in
+    part, or not at all (no tick: that is unknown). Without these the next activation would see
     the request and nothing of the work already done (a deployment, a file written)."""
+    reply, answered, recalled = _last_reply(r, act)
+    if reply is None or reply.payload is None:
+        return [], 0, []
+    staged = {
+        s.position: s for s in r.staged_results(act.activation_id) if s.reply_seq == reply.seq
+    }
+    results: list[tuple[appending.Checked, bool]] = []
+    used: list[int] = []
+    for position, call in enumerate(reply.payload.get("tool_calls", [])):
+        name, call_id = call.get("name"), call.get("id")
+        if not isinstance(call_id, str) or call_id in answered:
+            continue
+        if name == "recall" and recalled:  # answered by the result it delivered
+            recalled -= 1
+            continue
+        if position in staged:
+            results.append((staging.recovered(staged[position]), staged[position].ticks))
+            used.append(position)
+            continue
+        text = (
+            f"{name} has no result: {reason} after the model asked for this call ({reply.ref}), "
+            "so it may have run, in whole or in part, or not at all; check before running it "
+            "again"
+        )
+        meta = {"tool": name, "call": call_id, "error": True}
+        results.append(
+            (appending.check(appending.Observation("tool_result", text, meta=meta)), False)
+        )
+    return results, reply.seq, used
+
+
+def _last_reply(r: ReadTxn, act: ActivationRow) -> tuple[ev.Event | None, set[str], int]:
+    """``act``'s last model reply, the call ids its observations answer after it, and how many
+    results the recall tool delivered after it (a recall appends its own result: meta.recall,
+    no call id; in call order)."""
     reply: ev.Event | None = None
     answered: set[str] = set()
-    recalled = 0  # a recall appends its own result (meta.recall, no call id): in call order
+    recalled = 0
     for event in r.events(act.started_seq):
         payload = event.payload or {}
         if event.kind == ev.MODEL_REPLY and payload.get("activation") == act.activation_id:
@@ -217,24 +260,7 @@ def unanswered(r: ReadTxn, act: ActivationRow, reason: str) -> list[appending.Ch
                 answered.add(call)
             elif event.kind == "recall_result" and "recall" in event.meta:
                 recalled += 1
-    if reply is None or reply.payload is None:
-        return []
-    results: list[appending.Checked] = []
-    for call in reply.payload.get("tool_calls", []):
-        name, call_id = call.get("name"), call.get("id")
-        if not isinstance(call_id, str) or call_id in answered:
-            continue
-        if name == "recall" and recalled:  # answered by the result it delivered
-            recalled -= 1
-            continue
-        text = (
-            f"{name} has no result: {reason} after the model asked for this call ({reply.ref}), "
-            "so it may have run, in whole or in part, or not at all; check before running it "
-            "again"
-        )
-        meta = {"tool": name, "call": call_id, "error": True}
-        results.append(appending.check(appending.Observation("tool_result", text, meta=meta)))
-    return results
+    return reply, answered, recalled
 
 
 def _of(event: ev.Event, act: ActivationRow) -> bool:

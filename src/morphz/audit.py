@@ -12,7 +12,7 @@ from typing import Any
 from morphz import events as ev
 from morphz.capacity import Budget
 from morphz.checks import check_progress
-from morphz.errors import StoreBusyError, StoreError, TxError
+from morphz.errors import DamagedStoreError, StoreBusyError, StoreError, TxError
 from morphz.graphemes import token_units
 from morphz.mind import (
     OBSERVATION_KINDS,
@@ -386,6 +386,26 @@ def _check_settings(r: ReadTxn, out: _Report) -> None:
             out.add(wrong)
 
 
+def _check_staged(out: _Report, r: ReadTxn) -> None:
+    """The tool outcomes staged as their calls ended (runtime state, not replayed: see
+    morphz.staging) belong to running activations: the write that ends an activation records
+    what is still staged of it and deletes it, so a row of one that has ended (or never
+    started) is a fact no event holds."""
+    try:
+        rows = r.staged_results()
+    except DamagedStoreError as exc:
+        out.add(f"staged results: {exc.message}")
+        return
+    for row in rows:
+        known = out.activations.get(row.activation_id)
+        if known is None or known[2] != "running":
+            state = "never started" if known is None else f"ended {known[2]}"
+            out.add(
+                f"a staged result of activation {row.activation_id} ({state}), call "
+                f"{row.position} of @e{row.reply_seq}, was never recorded as an event"
+            )
+
+
 def _setting_reader(name: str) -> Callable[[dict[str, Any]], object] | None:
     """The reader of the setting ``name`` (None for one this release does not know). The
     encoding package (a view's and a calibration's types) is imported only for a context that
@@ -464,6 +484,7 @@ def _replay(
             progress(report.events, total)
         _compare_rows(state, r, out)
         _check_settings(r, out)
+        _check_staged(out, r)
         _note_leftovers(r, out)
         report.stored_head = r.row.head
         report.replayed_head = state.head

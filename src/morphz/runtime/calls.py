@@ -1,8 +1,10 @@
 """A reply's tool calls run (DESIGN §11): each call refused before its tool runs (unknown,
 withdrawn in maintenance, arguments malformed or invalid, not approved) or run guarded; an
 ``ask`` tool's approval asked and recorded (the request as an event, the answer as an
-observation); each outcome kept as its call ends, then all of them recorded as one batch of
-results (:mod:`morphz.runtime.outcomes`), also when the activation is interrupted.
+observation); each outcome kept as its call ends and staged in the store in a write of its
+own (:mod:`morphz.staging`: a killed process's recovery records it), then all of them recorded
+as one batch of results (:mod:`morphz.runtime.outcomes`), which deletes the staged rows in the
+same write, also when the activation is interrupted.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from morphz import events as ev
+from morphz import staging
 from morphz.errors import MorphzError
+from morphz.ids import ref_seq
 from morphz.observe import Observation
 from morphz.runtime.models.base import ToolCall
-from morphz.runtime.outcomes import Ran, result_batch
+from morphz.runtime.outcomes import Ran, result_batch, result_of
 from morphz.runtime.replies import stopped_call
 from morphz.runtime.tools.base import (
     ArgumentError,
@@ -44,23 +48,50 @@ class Calls:
         self.session = session
         self.events = events
         self.ran: list[Ran] = []  # the calls of the current reply that ended, not yet recorded
+        self.reply = 0  # the seq of the current reply (its model_reply event)
+        # the writes staging the outcomes of the current reply's calls, by position: each True
+        # when it staged its row (see staging.stage), read once they have ended
+        self.staged: dict[int, Future[bool]] = {}
         # a results write its caller was cancelled from, with what it writes (see reclaim)
         self.writing: tuple[list[Ran], Future[Any]] | None = None
 
     async def run_reply(
-        self, calls: Sequence[ToolCall], note: str | None, maintenance: bool
+        self, reply: str, calls: Sequence[ToolCall], note: str | None, maintenance: bool
     ) -> None:
-        """Run a reply's ``calls`` in order and record their outcomes. ``note``: why the
-        response did not end as meant (a cut or a provider's stop): its last call is then not
-        run, and its result says why."""
+        """Run the ``calls`` of the reply ``reply`` (its event's ref) in order and record their
+        outcomes. ``note``: why the response did not end as meant (a cut or a provider's stop):
+        its last call is then not run, and its result says why."""
+        self.reply, self.staged = ref_seq(reply), {}
         *whole, last = calls  # a cut or stopped response's last call: partial?
-        for call in whole:  # each outcome kept as its call ends: an interruption records it
-            self.ran.append((call, *await self.run(call, maintenance)))
-        outcome = (None, stopped_call(last, note)) if note else await self.run(last, maintenance)
-        self.ran.append((last, *outcome))
+        for position, call in enumerate(whole):  # each outcome kept (and staged) as it ends
+            await self.ended(Ran(position, call, *await self.run(position, call, maintenance)))
+        if note:
+            outcome: tuple[Tool | None, ToolOutcome] = (None, stopped_call(last, note))
+        else:
+            outcome = await self.run(len(whole), last, maintenance)
+        await self.ended(Ran(len(whole), last, *outcome))
         await self.record()
 
-    async def run(self, call: ToolCall, maintenance: bool) -> tuple[Tool | None, ToolOutcome]:
+    async def ended(self, ran: Ran) -> None:
+        """Keep the outcome of a call that ended (an interruption records it), and stage it in
+        the store (a killed process's recovery records it). A failed staging write raises (the
+        outcome is kept: the interruption that follows records it)."""
+        self.ran.append(ran)
+        result = result_of(ran)
+        if result is None:  # its tool appended its result itself
+            return
+        stage = partial(staging.stage, self.e.ctx, self.session, self.tc.activation, self.reply)
+        job = self.tc.start_thread(stage, result)
+        self.staged[ran.position] = job
+        try:
+            await asyncio.shield(job)
+        except asyncio.CancelledError:  # the write goes on in its thread: settle waits for it
+            self.tc.cancelled.set()
+            raise
+
+    async def run(
+        self, position: int, call: ToolCall, maintenance: bool
+    ) -> tuple[Tool | None, ToolOutcome]:
         """The call's outcome; ``ran`` is False for a call refused before its tool ran (unknown,
         withdrawn in maintenance, malformed arguments, not approved): no real tool result."""
         tool: Tool | None = None
@@ -86,7 +117,7 @@ class Calls:
         except (asyncio.CancelledError, KeyboardInterrupt):  # stopped while the tool ran
             if tool.external:  # its effect (the workspace) is nowhere else in the context;
                 # context_tx and recall record their own events, which show what landed
-                self.ran.append((call, tool, _stopped_while_running(call.name)))
+                self.ran.append(Ran(position, call, tool, _stopped_while_running(call.name)))
             raise
         except MorphzError as exc:  # the tool refused: its arguments (it never ran) or its work
             said = result_json({"ok": False, "error": exc.to_dict()})
@@ -128,16 +159,16 @@ class Calls:
     async def record(self) -> None:
         """Record the outcomes of the calls that ended (:attr:`ran`) as one batch of results:
         the reply's, or when the activation is interrupted, those of the calls that ran before
-        (a batch that ticks at most once, and only for a real external tool result)."""
+        (a batch that ticks at most once, and only for a real external tool result). It runs
+        once the writes staging them have ended (``run_reply`` awaits each; an interruption
+        settles first), and deletes their staged rows in its own write."""
         ran, self.ran = self.ran, []  # taken first: never recorded twice
         batch = result_batch(ran)
-        if batch.observations:
-            observe = partial(
-                self.e.ctx.observe_batch, session=self.session, activation=self.tc.activation
-            )
-            tick = batch.ticked is not None
+        if batch.results:
+            outcomes = [(r, self._was_staged(r.position)) for r in batch.results]
+            ctx, activation = self.e.ctx, self.tc.activation
             job = self.tc.start_thread(
-                observe, list(batch.observations), tick=tick, ticked=batch.ticked
+                staging.record, ctx, self.session, activation, self.reply, outcomes
             )
             try:
                 events = await asyncio.shield(job)
@@ -152,6 +183,15 @@ class Calls:
             self.events.extend(e.ref for e in events)
         else:
             self.events.extend(batch.delivered)
+
+    def _was_staged(self, position: int) -> bool:
+        """Whether the outcome of the call at ``position`` was staged (its write ended having
+        written the row; one that failed rolled back, one that found the activation ended
+        wrote nothing)."""
+        job = self.staged.get(position)
+        if job is None or not job.done() or job.cancelled() or job.exception() is not None:
+            return False
+        return bool(job.result())
 
 
 def _failed(job: Future[Any]) -> bool:

@@ -578,7 +578,7 @@ class _Run:
             await self._observe_reply(reply)
             await self.end.finish("delivered", note)
             return True
-        await self.calls.run_reply(response.tool_calls, note, self.maintenance)
+        await self.calls.run_reply(reply, response.tool_calls, note, self.maintenance)
         self.previous = {ref_seq(ref) for ref in self.result.events[start:]}
         self.produced |= self.previous
         return False

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from morphz.events import Event
 from morphz.mind.state import Changes, Edge, Frame, MindView, ObsState, SessionState, Snapshot
@@ -57,6 +57,21 @@ class ActivationRow:
     objective: str | None = None  # what it works on (shown in the kernel); None: not given
 
 
+@dataclass(frozen=True, slots=True)
+class StagedResult:
+    """The outcome of one tool call, kept from the moment its call ended until the batch of its
+    step's results records it (or the write that ends its activation does): the observation
+    that batch records (``kind``, ``text``, ``meta``) and whether it ticks the clock."""
+
+    activation_id: str
+    reply_seq: int  # the model_reply that asked for the call
+    position: int  # the call's index among that reply's tool calls
+    kind: str
+    text: str
+    meta: dict[str, Any]
+    ticks: bool
+
+
 class ReadTxn(MindView, Protocol):
     """A consistent snapshot of one context."""
 
@@ -89,6 +104,11 @@ class ReadTxn(MindView, Protocol):
     def latest_activations(self, last: int) -> list[ActivationRow]: ...
     def activation(self, activation_id: str) -> ActivationRow | None: ...
 
+    def staged_results(self, activation_id: str | None = None) -> list[StagedResult]:
+        """The staged outcomes of ``activation_id`` (of every activation when None), in
+        activation, reply and call order."""
+        ...
+
 
 class WriteTxn(ReadTxn, Protocol):
     """One database transaction holding the context's writer lock."""
@@ -102,6 +122,13 @@ class WriteTxn(ReadTxn, Protocol):
     def set_row(self, row: ContextRow) -> None: ...
     def touch_session(self, session_id: str, seq: int, time: str) -> None: ...
     def put_activation(self, activation: ActivationRow) -> None: ...
+    def stage_result(self, staged: StagedResult) -> None: ...
+
+    def unstage_results(self, activation_id: str, reply_seq: int, positions: list[int]) -> set[int]:
+        """Delete the staged outcomes of these calls; the positions whose row was there."""
+        ...
+
+    def unstage_activation(self, activation_id: str) -> None: ...
 
 
 class Store(Protocol):

@@ -1,14 +1,18 @@
-"""The runtime's rows of one context in SQLite: the sessions as the directory lists them and
-the activations (the running ones, the latest started, one by id), read inside a read or write
-unit of work (:class:`RuntimeRows`) and written inside a write one (:class:`RuntimeWrites`).
+"""The runtime's rows of one context in SQLite: the sessions as the directory lists them, the
+activations (the running ones, the latest started, one by id) and the tool calls' staged
+outcomes (migration 0028), read inside a read or write unit of work (:class:`RuntimeRows`) and
+written inside a write one (:class:`RuntimeWrites`).
 Running activations are read through their partial index ``activations_running``: without it
 SQLite reads every activation the context ever had (once per session when listing sessions)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from typing import Any
 
-from morphz.store.base import ActivationRow, SessionRow
+from morphz.store.active_base import damaged_event
+from morphz.store.base import ActivationRow, SessionRow, StagedResult
 from morphz.store.sqlite_rows import ACTIVATION_COLS, activation_from_row, activation_params
 
 
@@ -56,6 +60,28 @@ class RuntimeRows:
         ).fetchone()
         return None if row is None else activation_from_row(row)
 
+    def staged_results(self, activation_id: str | None = None) -> list[StagedResult]:
+        where, params = "context_id = ?", [self.cid]
+        if activation_id is not None:
+            where, params = where + " AND activation_id = ?", [*params, activation_id]
+        rows = self.conn.execute(
+            f"SELECT {_STAGED_COLS} FROM staged_results WHERE {where} "
+            "ORDER BY activation_id, reply_seq, position",
+            params,
+        )
+        return [self._staged(row) for row in rows]
+
+    def _staged(self, row: tuple[Any, ...]) -> StagedResult:
+        activation, reply_seq, position, kind, text, meta, ticks = row
+        try:
+            value = json.loads(meta)
+        except (ValueError, RecursionError) as exc:
+            value = exc
+        if not isinstance(value, dict):
+            where = f"the staged result of call {position} of @e{reply_seq} ({activation})"
+            raise damaged_event(where, self.cid, "its meta is not a JSON object")
+        return StagedResult(activation, reply_seq, position, kind, text, value, bool(ticks))
+
 
 class RuntimeWrites(RuntimeRows):
     """What a write unit of work checks and writes of them (part of
@@ -91,3 +117,46 @@ class RuntimeWrites(RuntimeRows):
             f"VALUES (?, {', '.join('?' * ACTIVATION_COLS.count(','))}, ?)",
             (self.cid, *activation_params(activation)),
         )
+
+    def stage_result(self, staged: StagedResult) -> None:
+        meta = json.dumps(staged.meta, ensure_ascii=False, sort_keys=True, allow_nan=False)
+        self.conn.execute(
+            f"INSERT OR REPLACE INTO staged_results (context_id, {_STAGED_COLS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                self.cid,
+                staged.activation_id,
+                staged.reply_seq,
+                staged.position,
+                staged.kind,
+                staged.text,
+                meta,
+                int(staged.ticks),
+            ),
+        )
+
+    def unstage_results(self, activation_id: str, reply_seq: int, positions: list[int]) -> set[int]:
+        if not positions:
+            return set()
+        marks = ",".join("?" * len(positions))
+        where = (
+            "WHERE context_id = ? AND activation_id = ? AND reply_seq = ? "
+            f"AND position IN ({marks})"
+        )
+        params = (self.cid, activation_id, reply_seq, *positions)
+        found = {
+            row[0]
+            for row in self.conn.execute(f"SELECT position FROM staged_results {where}", params)
+        }
+        if found:  # inside the write's transaction: what was read is what is deleted
+            self.conn.execute(f"DELETE FROM staged_results {where}", params)
+        return found
+
+    def unstage_activation(self, activation_id: str) -> None:
+        self.conn.execute(
+            "DELETE FROM staged_results WHERE context_id = ? AND activation_id = ?",
+            (self.cid, activation_id),
+        )
+
+
+_STAGED_COLS = "activation_id, reply_seq, position, kind, text, meta, ticks"
