@@ -8,7 +8,6 @@ closed), never with a clock."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import random
 import string
@@ -43,8 +42,6 @@ def _openai_reply(text: str) -> dict[str, Any]:
     }
 
 
-# the connection left bound to the first loop is torn down by the collector (today's defect)
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_a_host_running_each_message_in_its_own_event_loop_gets_every_reply(
     tmp_path: Path, provider: str, loopback_only: None
@@ -93,8 +90,7 @@ def test_a_host_running_each_message_in_its_own_event_loop_gets_every_reply(
             sent = len(server.requests)
         finally:
             db.close()
-            with contextlib.suppress(RuntimeError):  # bound to a closed loop: the defect
-                asyncio.run(model.aclose())  # type: ignore[attr-defined]
+            asyncio.run(model.aclose())  # type: ignore[attr-defined]
             gc.collect()
     assert states == ["delivered", "delivered"], states
     assert sent == 2, f"{sent} HTTP requests for two one-step messages"

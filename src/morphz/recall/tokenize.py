@@ -191,7 +191,8 @@ def stem(word: str) -> str:
     if word[-1:].isdigit():
         return word
     if len(word) > _MAX_CACHED_WORD:
-        return _STEMMER.stemWord(word)
+        long_stem: str = _STEMMER.stemWord(word)
+        return long_stem
     found = _STEMS.get(word)
     if found is None:
         if len(_STEMS) >= _MAX_STEMS:
