@@ -3,7 +3,6 @@ and an exact tokenizer when one is installed."""
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 import threading
@@ -127,8 +126,44 @@ def exact_counter(model: str, wait: float = RESOLVE_SECONDS) -> Counter | None:
     return _tiktoken_counter(name if colon else model, wait)
 
 
-@functools.lru_cache(maxsize=64)
-def _tiktoken_counter(name: str, wait: float) -> Counter | None:
+class _Resolved:
+    """Each model name's exact counter (or None), resolved on its first use and kept for the
+    life of the process, whatever other names are used (a host serving many fine-tunes keeps
+    every answer: one small entry per name). Two threads asking for the same name at once
+    resolve it once (the second waits for the first); another name does not wait for it.
+    ``cache_clear`` forgets every answer (for tests that change tiktoken)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._answers: dict[str, Counter | None] = {}
+        self._resolving: dict[str, threading.Lock] = {}
+
+    def __call__(self, name: str, wait: float) -> Counter | None:
+        with self._lock:
+            if name in self._answers:
+                return self._answers[name]
+            pending = self._resolving.setdefault(name, threading.Lock())
+        with pending:
+            with self._lock:
+                if name in self._answers:  # resolved while this thread waited
+                    return self._answers[name]
+            answer = _resolve(name, wait)  # an unexpected error is raised, not kept
+            with self._lock:
+                self._answers[name] = answer
+                self._resolving.pop(name, None)
+            return answer
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._answers.clear()
+
+
+_tiktoken_counter = _Resolved()
+
+
+def _resolve(name: str, wait: float) -> Counter | None:
+    """``name``'s exact counter from tiktoken: None when tiktoken is not installed, does not
+    know the name, cannot fetch its encoding or has not answered within ``wait`` seconds."""
     try:
         import tiktoken  # type: ignore[import-not-found,unused-ignore]
     except ImportError:

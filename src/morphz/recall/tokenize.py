@@ -175,6 +175,10 @@ _MAX_QUERY_TERMS: Final = 128
 _STEMMER: Final = snowballstemmer.stemmer("english")
 _STEMS: dict[str, str] = {}
 _MAX_STEMS: Final = 200_000
+# The longest word whose stem is cached: longer ones (a DNA sequence, a minified blob, a long
+# identifier in tool output) are stemmed the same way each time and not kept, so the cache
+# holds at most _MAX_STEMS short words (about 50 MB at worst) whatever text is indexed
+_MAX_CACHED_WORD: Final = 64
 
 
 def stem(word: str) -> str:
@@ -182,9 +186,13 @@ def stem(word: str) -> str:
     deployed and deploy all give ``deploy`` (FTS5's older Porter stemmer splits them). A word
     ending in a digit (``e42``, ``v2``) is its own stem: Porter2 only strips letter suffixes
     (tokens hold letters and digits only, so no leading apostrophe either),
-    and such words (refs, versions) would otherwise fill the cache with one-off entries."""
+    and such words (refs, versions) would otherwise fill the cache with one-off entries. A
+    word longer than _MAX_CACHED_WORD is stemmed without being cached."""
     if word[-1:].isdigit():
         return word
+    if len(word) > _MAX_CACHED_WORD:
+        long_stem: str = _STEMMER.stemWord(word)
+        return long_stem
     found = _STEMS.get(word)
     if found is None:
         if len(_STEMS) >= _MAX_STEMS:

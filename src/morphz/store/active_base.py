@@ -109,7 +109,7 @@ def meta_items(context_id: str, seq: int, text: str | None) -> tuple[tuple[str, 
     :attr:`ActiveObservation.meta`; StoreError when the row holds no JSON object."""
     if text is None:
         return ()
-    items, why = _meta_items(text)
+    items, why = (_meta_items if len(text) <= META_CACHED else _decoded_meta)(text)
     if why is None:
         return items
     raise damaged_event(f"event @e{seq}", context_id, f"its stored meta is {why}")
@@ -125,10 +125,15 @@ def damaged_event(where: str, context_id: str, why: str) -> DamagedStoreError:
     )
 
 
-@functools.lru_cache(maxsize=16_384)
-def _meta_items(text: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
-    """``text`` decoded as meta items, or why it cannot be (remembered: every compile shows
-    the same observations' meta again, a runtime's tool results each carry one)."""
+# The longest meta text whose decoded items are remembered: a runtime's tool result carries
+# about 60 characters, a host's event may carry a whole payload (meta has no size limit), which
+# is decoded on each read instead of being kept for the life of the process. The cache holds
+# at most 16,384 texts of this size and their items (about 40 MB at worst for ASCII text).
+META_CACHED = 1_024
+
+
+def _decoded_meta(text: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """``text`` decoded as meta items, or why it cannot be."""
     try:
         value = json.loads(text)
     except (ValueError, TypeError, RecursionError) as exc:
@@ -136,6 +141,11 @@ def _meta_items(text: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
     if not isinstance(value, dict):
         return (), f"a JSON {_JSON_KINDS.get(type(value), type(value).__name__)}, not an object"
     return tuple((k, value_text(v)) for k, v in sorted(value.items())), None
+
+
+# remembered: every compile shows the same observations' meta again, a runtime's tool results
+# each carry one (only texts of at most META_CACHED characters)
+_meta_items = functools.lru_cache(maxsize=16_384)(_decoded_meta)
 
 
 class StoredSettings(Mapping[str, Any]):

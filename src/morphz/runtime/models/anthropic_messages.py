@@ -128,8 +128,8 @@ class AnthropicMessagesModel(SdkAdapter):
         messages = anthropic_messages(request, self.prompt_cache)
         tools = anthropic_tools(request.tools)
 
-        async def send() -> httpx2.Response:
-            create = self._client.messages.with_raw_response.create
+        async def send(client: Any) -> httpx2.Response:
+            create = client.messages.with_raw_response.create
             raw = await create(
                 model=self.model,
                 system=PREAMBLE,

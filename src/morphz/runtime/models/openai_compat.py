@@ -113,8 +113,8 @@ class OpenAIChatModel(SdkAdapter):
     async def _send(self, request: ModelRequest, messages: list[dict[str, Any]]) -> ModelResponse:
         tools = chat_tools(request.tools)
 
-        async def send() -> httpx2.Response:
-            create = self._client.chat.completions.with_raw_response.create
+        async def send(client: Any) -> httpx2.Response:
+            create = client.chat.completions.with_raw_response.create
             raw = await create(
                 model=self.model,
                 messages=cast("list[ChatCompletionMessageParam]", messages),

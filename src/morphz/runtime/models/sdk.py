@@ -31,6 +31,7 @@ import httpx2
 
 from morphz.errors import InputError
 from morphz.runtime.models.base import BadResponseError, ModelRequest, ProviderError
+from morphz.runtime.models.loop_clients import LoopClients
 from morphz.runtime.models.redaction import cut, hidden
 from morphz.runtime.models.retry import (
     Backoff,
@@ -110,11 +111,22 @@ class SdkAdapter:
         self.backoff = backoff or Backoff()
         self.on_retry = on_retry
         self._sleep = sleep
-        self._client: Any = getattr(sdk, self.client_class)(
-            base_url=self.base_url, api_key=self._key, http_client=http_client, timeout=TIMEOUT,
-            max_retries=0,  # retries are ours (morphz.runtime.models.retry)
+        self._http_client = http_client
+        first = self._new_client()  # made now: a setting the SDK refuses is refused here
+        # an SDK client around the caller's HTTP client (kept in one loop by the caller), or
+        # one SDK client, with its own connection pool, per event loop
+        self._shared: Any = first if http_client is not None else None
+        self._clients = LoopClients(self._new_client, first) if http_client is None else None
+
+    def _new_client(self) -> Any:
+        """A new SDK client of this adapter's settings (its own connection pool unless the
+        caller gave an HTTP client)."""
+        client = getattr(self._sdk, self.client_class)(
+            base_url=self.base_url, api_key=self._key, http_client=self._http_client,
+            timeout=TIMEOUT, max_retries=0,  # retries are ours (morphz.runtime.models.retry)
         )  # fmt: skip
-        self._unset_environment(self._client)
+        self._unset_environment(client)
+        return client
 
     def _unset_environment(self, client: Any) -> None:
         """Undo what the SDK took from the environment when it made ``client`` (headers sent
@@ -141,13 +153,17 @@ class SdkAdapter:
         return stated_status(data)
 
     async def _call(
-        self, send: Callable[[], Awaitable[httpx2.Response]], parse: Callable[[dict[str, Any]], T]
+        self,
+        send: Callable[[Any], Awaitable[httpx2.Response]],
+        parse: Callable[[dict[str, Any]], T],
     ) -> T:
-        """``send`` with retries and backoff; the body it returned, read as a JSON object and
-        ``parse``-d. Every ProviderError raised here has the key redacted."""
+        """``send`` with retries and backoff, given the SDK client of the running event loop
+        (:mod:`.loop_clients`); the body it returned, read as a JSON object and ``parse``-d.
+        Every ProviderError raised here has the key redacted."""
+        client = self._shared if self._clients is None else await self._clients.current()
 
         async def attempt() -> dict[str, Any]:
-            response = await send()
+            response = await send(client)
             data = self._checked(load_json, response.content, self.body_name, self._key)
             error = self._error_body(data)
             if error is not None:
@@ -179,7 +195,12 @@ class SdkAdapter:
             raise
 
     async def aclose(self) -> None:
-        await self._client.close()
+        """Close the SDK client of the running event loop (or the caller's HTTP client); the
+        clients of other loops are closed as those loops shut down."""
+        if self._clients is None:
+            await self._shared.close()
+        else:
+            await self._clients.aclose()
 
     def _translate(self, exc: Exception) -> Failure | None:
         """The one place where the SDK's exceptions become ProviderErrors (never showing the
