@@ -63,7 +63,7 @@ def test_each_loops_client_is_closed_as_asyncio_run_ends_it(server: Server) -> N
     assert len(server.requests) == 3  # none sent twice
     assert len(made) == 3  # the one made with the model served the first loop
     assert all(client.is_closed() for client in made)  # their connections closed with the loop
-    assert model._clients is not None and not model._clients._clients  # none kept
+    assert model._clients is not None and not model._clients._pinned  # the model keeps none
 
 
 def test_a_loop_kept_running_keeps_its_client_while_another_loop_comes_and_goes(
@@ -91,9 +91,9 @@ def test_closing_in_a_loop_that_made_no_request_makes_no_client(server: Server) 
 # the dropped client's transport, collected, says it was not closed (its loop could not)
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_a_loop_closed_without_shutting_down_its_generators(server: Server) -> None:
-    """A hand-made loop closed bare cannot close its client's connections: the next loop drops
-    that client without touching the closed loop (no "Event loop is closed" from the closer's
-    finalizer), and makes its own; the collector closes the old socket."""
+    """A hand-made loop closed bare cannot close its client's connections: the next loop makes
+    its own, and the closed loop's client goes with the loop, without touching it (no "Event
+    loop is closed" from the closer's finalizer); the collector closes the old socket."""
     model, made = _model(server)
     loop = asyncio.new_event_loop()
     try:
@@ -102,7 +102,7 @@ def test_a_loop_closed_without_shutting_down_its_generators(server: Server) -> N
         loop.close()
     assert asyncio.run(_text(model)) == "ok"
     assert len(server.requests) == 2 and len(made) == 2
-    assert model._clients is not None and not model._clients._clients
+    assert model._clients is not None and not model._clients._pinned
     del loop, made, model
     gc.collect()  # the dropped client's transport is collected here, its socket closed
 

@@ -177,8 +177,12 @@ def test_a_refused_request_is_counted_as_sent_with_its_bytes_and_apart_as_refuse
 
     def model(request: ModelRequest) -> ModelResponse:
         sent.append(request)
-        if len(sent) == 2:  # the second activation's first request
-            raise ContextTooLongError("maximum context length is 3600 tokens, you requested 4000")
+        if len(sent) == 2:  # the second activation's first request, refused with numbers
+            # (a ceiling of 90%, about 4,200 tokens: above the smallest request, about 3,520
+            # since the protocol names recovered results; the guessed 75% is now below it)
+            raise ContextTooLongError(
+                "input length and `max_tokens` exceed context limit: 4000 + 0 > 3600"
+            )
         return ModelResponse("ok", ())
 
     engine = make_engine(ctx, FunctionModel(model), workspace, delta=True)

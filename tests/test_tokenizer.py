@@ -113,8 +113,9 @@ def test_an_encoding_that_does_not_arrive_in_time_means_the_estimate(
     tiny_tiktoken: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """tiktoken fetches without a timeout; on a network that drops packets the first use would
-    hang. The answer after ``wait`` seconds is None, for the rest of the process, while the
-    fetch goes on in the background."""
+    hang. The answer after ``wait`` seconds is None, while the fetch goes on in the
+    background: a later use neither fetches again nor waits again, and gets None until the
+    fetch has arrived (tests/test_review18e_diff.py: then its counter)."""
     asked: list[str] = []
     release = threading.Event()
 

@@ -209,8 +209,10 @@ def unanswered(
     answers (``meta.call``), in call order, each with whether it ticks the clock; that reply's
     seq; the positions of the calls answered from their staged outcome. A call that ended
     before the process died has its outcome staged (:mod:`morphz.staging`): that is its result
-    (``recovered``; it ticks when its tool ran). Any other call may have run, in whole or in
-    part, or not at all (no tick: that is unknown). Without these the next activation would see
+    (``recovered``; it ticks when its tool ran), looked at first, since it names its call
+    exactly. A recall with nothing staged is taken as answered by one of the results the recall
+    tool delivered (they name no call), in call order. Any other call may have run, in whole or
+    in part, or not at all (no tick: that is unknown). Without these the next activation would see
     the request and nothing of the work already done (a deployment, a file written)."""
     reply, answered, recalled = _last_reply(r, act)
     if reply is None or reply.payload is None:
@@ -224,12 +226,12 @@ def unanswered(
         name, call_id = call.get("name"), call.get("id")
         if not isinstance(call_id, str) or call_id in answered:
             continue
-        if name == "recall" and recalled:  # answered by the result it delivered
-            recalled -= 1
-            continue
-        if position in staged:
+        if position in staged:  # the staging says exactly which call ended: first
             results.append((staging.recovered(staged[position]), staged[position].ticks))
             used.append(position)
+            continue
+        if name == "recall" and recalled:  # answered by the result it delivered
+            recalled -= 1
             continue
         text = (
             f"{name} has no result: {reason} after the model asked for this call ({reply.ref}), "

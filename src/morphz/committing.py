@@ -238,11 +238,18 @@ class Limits:
         return figure(PROTOCOL_TOKENS + MINIMUM_ALLOWANCE, self.calibration).tokens
 
 
-def _where_raised(keys: Mapping[str, int]) -> str:
-    """Where the budget a refusal measured against is raised: the keys given over the
-    context's budget (a configuration's ``[budget]`` table) when they set its limit."""
-    if keys.keys() & {"configured", "window", "output_reserve"}:
+def _where_raised(limits: Limits) -> str:
+    """Where the budget a refusal measured against is raised: the keys given over the budget
+    (a configuration's ``[budget]`` table) when they set its limit; else the budget its caller
+    passed when it passed one (the stored one was not read); else the stored one."""
+    if limits.keys.keys() & {"configured", "window", "output_reserve"}:
         return "the [budget] keys given over the context's budget, such as `limit` in morphz.toml"
+    if limits.budget is not None:
+        return (
+            "this commit was measured with the budget its caller gave, not the context's "
+            "stored one: raise the `budget=` passed to commit, or RuntimeConfig.budget for a "
+            "runtime"
+        )
     return "`morphz context budget CTX --limit N` or `--window N`"
 
 
@@ -271,7 +278,7 @@ def _check_room(w: WriteTxn, tx: Tx, changes: Changes, limits: Limits) -> None:
         message = _profile_too_large(needed, budget.critical, limits.profile_tokens)
         details["profile"] = limits.profile_tokens
     else:  # no frame at all fits: only a larger budget helps
-        message = _budget_too_small(floor, budget.critical, limits.keys)
+        message = _budget_too_small(floor, budget.critical, limits)
         details["floor"] = floor
     # the grower is found only for a refusal: commits skip it
     raise BudgetError(message, details=details, **_grower(tx, changes))
@@ -303,10 +310,10 @@ def _profile_too_large(needed: int, critical: int, profile: int) -> str:
     )
 
 
-def _budget_too_small(floor: int, critical: int, keys: Mapping[str, int]) -> str:
+def _budget_too_small(floor: int, critical: int, limits: Limits) -> str:
     return (
         f"even with no frame in view, the smallest maintenance request on this context "
         f"(the protocol, the kernel, the tool schemas and any profile) takes about {floor} "
         f"tokens, over the critical level of {critical}: no change to the frames can "
-        f"make room. Raise the budget ({_where_raised(keys)})"
+        f"make room. Raise the budget ({_where_raised(limits)})"
     )

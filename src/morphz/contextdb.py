@@ -478,7 +478,9 @@ class Context:
         unanswered: Mapping[str, object] | None = None,
     ) -> None:
         """Mark an activation delivered, failed or interrupted, recording ``reason`` and
-        ``unanswered`` (requests no reply followed: those refused as too long). Raises
+        ``unanswered`` (requests no reply followed: those refused as too long). The same write
+        first records the outcomes of its tool calls still staged (those whose step's batch was
+        never written), as results marked ``recovered`` (:mod:`morphz.staging`). Raises
         InputError when it is not running; of two concurrent calls, one finishes it."""
         activating.finish(self, activation_id, state, reason, unanswered=unanswered)
 

@@ -112,82 +112,107 @@ def exact_counter(model: str, wait: float = RESOLVE_SECONDS) -> Counter | None:
     """An exact tokenizer for ``model`` when ``tiktoken`` is installed and knows the model; None
     otherwise, and the estimate is used. ``model`` is a model spec (``openai:gpt-4o``) or a bare
     OpenAI model name; another provider's spec (``anthropic:...``, ``scripted:...``) gets None,
-    since tiktoken's encodings are OpenAI's. Resolved once per model and process: tiktoken reads
-    the encoding from its cache and fetches it once when absent; when that fails (offline), when
-    it has not answered within ``wait`` seconds (tiktoken fetches without a timeout, and a
-    network that drops packets would hold the first request for minutes: the fetch goes on in
-    the background and fills tiktoken's cache for the next process), or when the name is unknown
-    to tiktoken (a local model behind an OpenAI-compatible server), the answer is None for the
-    rest of the process. Special-token text such as ``<|endoftext|>`` in an observation is
-    counted as ordinary text."""
+    since tiktoken's encodings are OpenAI's. Looked up once per model and process: tiktoken reads
+    the encoding from its cache and fetches it once when absent. When that fails (offline) or
+    the name is unknown to tiktoken (a local model behind an OpenAI-compatible server), the
+    answer is None for the rest of the process. When tiktoken has not answered within ``wait``
+    seconds (it fetches without a timeout, and a network that drops packets would hold the first
+    request for minutes), the answer is None for now: the fetch goes on in the background, and a
+    later use takes its answer once it has arrived, without waiting again. Special-token text
+    such as ``<|endoftext|>`` in an observation is counted as ordinary text."""
     provider, colon, name = model.partition(":")
     if colon and provider != "openai":
         return None
     return _tiktoken_counter(name if colon else model, wait)
 
 
+class _Lookup:
+    """tiktoken's answer for one model name, looked up in a daemon thread of its own (named
+    for tests): ``outcome`` holds the encoding, None (unknown name, file not to be had) or an
+    unexpected error once it has ended."""
+
+    def __init__(self, tiktoken: Any, name: str) -> None:
+        self.outcome: list[Any] = []
+        self.given_up = False  # a caller waited its ``wait`` for it: nobody waits again
+        self.worker = threading.Thread(
+            target=self._look_up, args=(tiktoken, name), name=f"tiktoken encoding of {name}"
+        )
+        self.worker.daemon = True
+        self.worker.start()
+
+    def _look_up(self, tiktoken: Any, name: str) -> None:
+        try:
+            self.outcome.append(tiktoken.encoding_for_model(name))
+        except (KeyError, ValueError, OSError):  # unknown model, or its file cannot be had
+            self.outcome.append(None)
+        except BaseException as exc:  # anything else is the caller's to see
+            self.outcome.append(exc)
+
+    def arrived(self, wait: float) -> bool:
+        """Whether the lookup has ended, waiting up to ``wait`` seconds for it unless a caller
+        already gave up on it."""
+        self.worker.join(0 if self.given_up else wait)
+        if self.worker.is_alive():
+            self.given_up = True
+            return False
+        return True
+
+
 class _Resolved:
-    """Each model name's exact counter (or None), resolved on its first use and kept for the
-    life of the process, whatever other names are used (a host serving many fine-tunes keeps
-    every answer: one small entry per name). Two threads asking for the same name at once
-    resolve it once (the second waits for the first); another name does not wait for it.
-    ``cache_clear`` forgets every answer (for tests that change tiktoken)."""
+    """Each model name's exact counter (or None), resolved on its first use. A final answer
+    (a counter; None: tiktoken not installed, the name unknown, the encoding not to be had) is
+    kept for the life of the process, whatever other names are used (a host serving many
+    fine-tunes keeps every answer: one small entry per name). A lookup that has not answered in
+    time is kept pending, not answered: each later use takes its answer if it has arrived
+    (without waiting again), else None for now. Two threads asking for the same name at once
+    look it up once (the second waits for the same lookup); another name does not wait for it.
+    ``cache_clear`` forgets every answer and lookup (for tests that change tiktoken)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._answers: dict[str, Counter | None] = {}
-        self._resolving: dict[str, threading.Lock] = {}
+        self._lookups: dict[str, _Lookup] = {}
 
     def __call__(self, name: str, wait: float) -> Counter | None:
         with self._lock:
             if name in self._answers:
                 return self._answers[name]
-            pending = self._resolving.setdefault(name, threading.Lock())
-        with pending:
-            with self._lock:
-                if name in self._answers:  # resolved while this thread waited
-                    return self._answers[name]
-            answer = _resolve(name, wait)  # an unexpected error is raised, not kept
-            with self._lock:
-                self._answers[name] = answer
-                self._resolving.pop(name, None)
+            lookup = self._lookups.get(name)
+            if lookup is None:
+                try:
+                    import tiktoken  # type: ignore[import-not-found,unused-ignore]
+                except ImportError:
+                    self._answers[name] = None
+                    return None
+                lookup = self._lookups[name] = _Lookup(tiktoken, name)
+        if not lookup.arrived(wait):
+            return None  # not final: a later use takes the answer once it has arrived
+        with self._lock:
+            if self._lookups.get(name) is lookup:
+                del self._lookups[name]  # an unexpected error is raised, not kept
+            if name in self._answers:  # another thread took this lookup's answer first
+                return self._answers[name]
+            answer = _counter(lookup.outcome[0])
+            self._answers[name] = answer
             return answer
 
     def cache_clear(self) -> None:
         with self._lock:
             self._answers.clear()
+            self._lookups.clear()
 
 
 _tiktoken_counter = _Resolved()
 
 
-def _resolve(name: str, wait: float) -> Counter | None:
-    """``name``'s exact counter from tiktoken: None when tiktoken is not installed, does not
-    know the name, cannot fetch its encoding or has not answered within ``wait`` seconds."""
-    try:
-        import tiktoken  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
+def _counter(outcome: Any) -> Counter | None:
+    """The counter of a lookup's ``outcome``: None for none; an unexpected error raised."""
+    if outcome is None:
         return None
-    outcome: list[Any] = []
-
-    def resolve() -> None:
-        try:
-            outcome.append(tiktoken.encoding_for_model(name))
-        except (KeyError, ValueError, OSError):  # unknown model, or its file cannot be had
-            outcome.append(None)
-        except BaseException as exc:  # anything else is the caller's to see
-            outcome.append(exc)
-
-    worker = threading.Thread(target=resolve, name=f"tiktoken encoding of {name}", daemon=True)
-    worker.start()
-    worker.join(wait)
-    if not outcome or outcome[0] is None:
-        return None
-    if isinstance(outcome[0], BaseException):
-        raise outcome[0]
-    encoding = outcome[0]
-    cuts = getattr(encoding, "_pat_str", None) in SPLITTABLE_PATTERNS
-    return PieceCounter(encoding.encode_ordinary, cuts)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    cuts = getattr(outcome, "_pat_str", None) in SPLITTABLE_PATTERNS
+    return PieceCounter(outcome.encode_ordinary, cuts)
 
 
 # The pre-tokenizer patterns of tiktoken's OpenAI encodings (tiktoken 0.14: r50k/p50k, cl100k,

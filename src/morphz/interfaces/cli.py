@@ -18,7 +18,6 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn, TypeVar
 
@@ -87,12 +86,6 @@ def _for_the_command_line(exc: morphz.MorphzError) -> morphz.MorphzError:
         said = exc.message.replace(exc.WAIT_LONGER, f"wait longer with {BUSY_USAGE}")
         return morphz.StoreBusyError(said)
     return exc
-
-
-def local_now() -> str:
-    """This machine's local time, as every command that compiles an encoding states it (so
-    `context status` and `context encoding` show the same pressure for the same state)."""
-    return datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 def fail() -> NoReturn:
@@ -280,7 +273,7 @@ def create_command(*, context_id: str, window: int | None, db_path: str, fmt: st
     if window is not None:
         check_window(window)
     with open_store(db_path, create=True) as db:
-        status = db.create_context(context_id, window=window).status(local_time=local_now())
+        status = db.create_context(context_id, window=window).status(local_time=db.local_time())
     emit(
         fmt, status.to_dict(), lambda: f"created context {status.context}\n" + render.status(status)
     )
@@ -292,7 +285,7 @@ def create_command(*, context_id: str, window: int | None, db_path: str, fmt: st
 def list_command(*, db_path: str, fmt: str) -> None:
     """List the contexts of the store."""
     with open_store(db_path) as db:
-        now = local_now()
+        now = db.local_time()
         statuses = [db.context(name).status(local_time=now) for name in db.contexts()]
     emit(fmt, [s.to_dict() for s in statuses], lambda: render.contexts(statuses))
 
@@ -391,7 +384,7 @@ def tx_command(*, context_id: str, tx_file: BinaryIO, session: str, db_path: str
 def status_command(*, context_id: str, db_path: str, fmt: str) -> None:
     """Version, clock, counts and head hash of CTX."""
     with open_context(db_path, context_id) as ctx:
-        status = ctx.status(local_time=local_now())
+        status = ctx.status(local_time=ctx.db.local_time())
     emit(fmt, status.to_dict(), lambda: render.status(status))
 
 

@@ -23,7 +23,6 @@ from morphz.interfaces.cli import (
     context_group,
     db_option,
     format_option,
-    local_now,
     open_context,
 )
 from morphz.interfaces.output import emit
@@ -138,14 +137,13 @@ def encoding_command(
         name = _configured_model(settings)
     else:
         name = model if model == "none" else model_name(model)
-    local_time = local_now()
     with open_context(db_path, context_id) as ctx:
         keys = configured_keys(settings, ctx, budget)
         encoding = ctx.encode(  # the budget: the keys over the one stored in its snapshot
             session=session,
             budget_keys=keys,
             model=name,
-            local_time=local_time,
+            local_time=ctx.db.local_time(),
             profile=settings.profile_text(),
             calibration=ctx.calibration(name),
             counter=exact_counter(name) if settings.exact_tokens else None,
@@ -202,7 +200,7 @@ def budget_command(
             floor = runtime_floor(settings, ctx, maintenance=False)
             _note_floor(ctx.update_budget(changes), floor)
         current = ctx.budget()
-        pressure = ctx.status(local_time=local_now()).pressure
+        pressure = ctx.status(local_time=ctx.db.local_time()).pressure
     emit(
         fmt,
         {"budget": current.to_dict(), "pressure": pressure},

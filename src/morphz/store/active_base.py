@@ -132,14 +132,22 @@ def damaged_event(where: str, context_id: str, why: str) -> DamagedStoreError:
 META_CACHED = 1_024
 
 
-def _decoded_meta(text: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
-    """``text`` decoded as meta items, or why it cannot be."""
+def json_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """``text`` (a stored meta) decoded as a JSON object; None and why when it is not one."""
     try:
         value = json.loads(text)
     except (ValueError, TypeError, RecursionError) as exc:
-        return (), f"not JSON ({exc})"
+        return None, f"not JSON ({exc})"
     if not isinstance(value, dict):
-        return (), f"a JSON {_JSON_KINDS.get(type(value), type(value).__name__)}, not an object"
+        return None, f"a JSON {_JSON_KINDS.get(type(value), type(value).__name__)}, not an object"
+    return value, None
+
+
+def _decoded_meta(text: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """``text`` decoded as meta items, or why it cannot be."""
+    value, why = json_object(text)
+    if value is None:
+        return (), why
     return tuple((k, value_text(v)) for k, v in sorted(value.items())), None
 
 

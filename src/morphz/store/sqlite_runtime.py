@@ -11,7 +11,7 @@ import json
 import sqlite3
 from typing import Any
 
-from morphz.store.active_base import damaged_event
+from morphz.store.active_base import damaged_event, json_object
 from morphz.store.base import ActivationRow, SessionRow, StagedResult
 from morphz.store.sqlite_rows import ACTIVATION_COLS, activation_from_row, activation_params
 
@@ -73,13 +73,10 @@ class RuntimeRows:
 
     def _staged(self, row: tuple[Any, ...]) -> StagedResult:
         activation, reply_seq, position, kind, text, meta, ticks = row
-        try:
-            value = json.loads(meta)
-        except (ValueError, RecursionError) as exc:
-            value = exc
-        if not isinstance(value, dict):
+        value, why = json_object(meta)
+        if value is None:
             where = f"the staged result of call {position} of @e{reply_seq} ({activation})"
-            raise damaged_event(where, self.cid, "its meta is not a JSON object")
+            raise damaged_event(where, self.cid, f"its meta is {why}")
         return StagedResult(activation, reply_seq, position, kind, text, value, bool(ticks))
 
 

@@ -11,17 +11,31 @@ the loop holds the client, and the loop's ``shutdown_asyncgens`` (which ``asynci
 connections there. No client is used in two loops, so no request is sent on a connection of a
 loop that has gone.
 
-A loop closed without ``shutdown_asyncgens`` (a hand-made loop's bare ``close()``) cannot close
-its connections any more: its client is dropped when another loop next makes one, and its
-sockets are released when Python collects it.
+The loop holds its clients, not the adapter (review 18e): a client's pooled connections refer
+to their loop, so a table of clients kept by the adapter would keep every loop it ever served
+alive, with its selector and sockets, as long as the model, even a loop its host dropped without
+closing it (``new_event_loop().run_until_complete(...)`` per message). Each loop keeps a table
+of its clients in an attribute (keyed weakly by the adapter's :class:`LoopClients`, so a loop
+does not keep a model alive either); a loop that is dropped is collected with its clients, and
+the collector closes their sockets. A loop closed without ``shutdown_asyncgens`` (a bare
+``close()``) cannot close its connections any more: they go when the loop is collected. A loop
+that takes no attribute (none of asyncio's or uvloop's) has its table kept by the adapter until
+it is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
+
+# the attribute of an event loop that holds its clients
+ATTRIBUTE = "_morphz_loop_clients"
+
+Held = tuple[Any, AsyncGenerator[None, None]]  # a client and the closer that holds it
+Table = weakref.WeakKeyDictionary["LoopClients", Held]
 
 
 class LoopClients:
@@ -32,22 +46,22 @@ class LoopClients:
         self._make = make
         self._spare: Any = first  # made but not yet used by any loop
         self._lock = threading.Lock()  # loops in several threads may share the adapter
-        self._clients: dict[asyncio.AbstractEventLoop, tuple[Any, AsyncGenerator[None, None]]] = {}
+        # the tables of the loops that take no attribute, kept until the loop is closed
+        self._pinned: dict[asyncio.AbstractEventLoop, Table] = {}
 
     async def current(self) -> Any:
         """The client of the running loop, made (and its closing at the loop's shutdown
         arranged) on the loop's first call."""
         loop = asyncio.get_running_loop()
+        table = self._table(loop)
+        held = table.get(self)  # no await until it is set: one client per loop
+        if held is not None:
+            return held[0]
         with self._lock:
-            held = self._clients.get(loop)
-            if held is not None:
-                return held[0]
-            gone = self._forget_closed()
             client = self._spare if self._spare is not None else self._make()
-            self._spare, closer = None, self._closer(loop, client)
-            self._clients[loop] = (client, closer)
-        for ended in gone:
-            _end_unawaited(ended)
+            self._spare = None
+        closer = _closer(loop, table, weakref.ref(self), client)
+        table[self] = (client, closer)
         await anext(closer)  # started in this loop: the loop closes it as it shuts down
         return client
 
@@ -55,44 +69,54 @@ class LoopClients:
         """Close the running loop's client (and the one no loop has used yet); the clients of
         other loops are closed as those loops shut down."""
         loop = asyncio.get_running_loop()
+        table: Table | None = getattr(loop, ATTRIBUTE, None) or self._pinned.get(loop)
+        held = None if table is None else table.get(self)
         with self._lock:
-            held = self._clients.get(loop)
             spare, self._spare = self._spare, None
         if held is not None:
             await held[1].aclose()  # the closer's end closes the client
         if spare is not None:
             await spare.close()  # it never connected: nothing is bound to a loop
 
-    async def _closer(
-        self, loop: asyncio.AbstractEventLoop, client: Any
-    ) -> AsyncGenerator[None, None]:
-        """Holds ``client`` for ``loop`` until the loop shuts down (or the adapter is closed in
-        it), then closes it there and forgets it."""
+    def _table(self, loop: asyncio.AbstractEventLoop) -> Table:
+        """``loop``'s table of clients, made on first use: the loop's attribute, or, for a
+        loop that takes none, the one this adapter pins."""
+        table: Table | None = getattr(loop, ATTRIBUTE, None)
+        if table is not None:
+            return table
+        pinned = self._pinned.get(loop)
+        if pinned is not None:
+            return pinned
+        table = weakref.WeakKeyDictionary()
         try:
-            yield
-        finally:
+            setattr(loop, ATTRIBUTE, table)
+        except (AttributeError, TypeError):  # a loop with no room for it: pinned until closed
             with self._lock:
-                held = self._clients.get(loop)
-                if held is not None and held[0] is client:
-                    del self._clients[loop]
-            if not loop.is_closed():
-                await client.close()
-
-    def _forget_closed(self) -> list[AsyncGenerator[None, None]]:
-        """The closers of the loops closed without shutting their generators down, forgotten
-        (under the lock)."""
-        closed = [loop for loop in self._clients if loop.is_closed()]
-        return [self._clients.pop(loop)[1] for loop in closed]
+                closed = [pinned for pinned in self._pinned if pinned.is_closed()]
+                gone = [self._pinned.pop(pinned) for pinned in closed]
+                table = self._pinned.setdefault(loop, table)
+            del gone  # their closers, collected outside the lock (they do not wait)
+        return table
 
 
-def _end_unawaited(closer: AsyncGenerator[None, None]) -> None:
-    """End ``closer``, whose loop is closed, without a loop: its end awaits nothing then (the
-    loop cannot run the client's close), and a closer left to the collector would ask that
-    closed loop to close it (an error Python can only print). The client's sockets are
-    released when it is collected."""
-    ending = closer.aclose()
+async def _closer(
+    loop: asyncio.AbstractEventLoop,
+    table: Table,
+    owner: weakref.ref[LoopClients],
+    client: Any,
+) -> AsyncGenerator[None, None]:
+    """Holds ``client`` in ``loop``'s ``table`` until the loop shuts down (or the adapter is
+    closed in it), then closes it there and forgets it. It refers to the adapter weakly: the
+    loop, which holds it, does not keep the model alive."""
     try:
-        ending.send(None)
-    except StopIteration:
-        return
-    ending.close()  # not reached: the end of a closer whose loop is closed does not wait
+        yield
+    finally:
+        adapter = owner()
+        held = None if adapter is None else table.get(adapter)
+        if adapter is not None and held is not None and held[0] is client:
+            del table[adapter]
+        if not loop.is_closed():
+            await client.close()
+
+
+__all__ = ["ATTRIBUTE", "LoopClients"]
