@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import tempfile
+from contextlib import closing
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -50,7 +51,9 @@ def _play(ctx: morphz.Context, clock: HourClock, actions: list[tuple[str, str, f
 
 
 def _rows(ctx: morphz.Context) -> list[tuple[str, str, int, str]]:
-    with sqlite3.connect(ctx.db.store.path) as conn:
+    # closing(): a connection's own `with` ends its transaction but leaves it open, and
+    # Python 3.13 warns (ResourceWarning) when an open connection is collected
+    with closing(sqlite3.connect(ctx.db.store.path)) as conn:
         return conn.execute(
             "SELECT session_id, attention, last_seq, last_time FROM sessions WHERE context_id = ?",
             (ctx.id,),
@@ -121,7 +124,9 @@ def test_the_working_set_matches_a_reading_of_every_session(
 
 
 def _counts(ctx: morphz.Context) -> dict[str, int]:
-    with sqlite3.connect(ctx.db.store.path) as conn:
+    # closing(): a connection's own `with` ends its transaction but leaves it open, and
+    # Python 3.13 warns (ResourceWarning) when an open connection is collected
+    with closing(sqlite3.connect(ctx.db.store.path)) as conn:
         rows = conn.execute(
             "SELECT attention, n FROM session_counts WHERE context_id = ? AND n > 0", (ctx.id,)
         ).fetchall()

@@ -105,3 +105,29 @@ def parse_ref(ref: str) -> int:
     if not isinstance(ref, str) or not is_ref(ref):
         raise InputError(f"{ref!r} is not an event ref: use the form @e42")
     return ref_seq(ref)
+
+
+# How deep lists and objects may nest in a JSON value Morphz stores or takes (meta, bindings,
+# scheduling facts, a tool call's arguments). Python's json recurses once per level: on 3.11 it
+# stops near the interpreter's recursion limit (about 990 levels, less the caller's stack),
+# from 3.13 it goes on to about 10,000. A fixed limit well below the first keeps the same input
+# accepted or refused on every version, and what one version stores readable by another.
+MAX_JSON_DEPTH = 500
+
+
+def too_deep(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``value`` nests lists (or tuples) and mappings more than ``limit`` deep (a
+    scalar is 0 deep, ``{}`` 1, ``{"a": []}`` 2). Walked without recursion."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: list[object] = list(item.values())
+        elif isinstance(item, list | tuple):
+            children = list(item)
+        else:
+            continue
+        if depth + 1 > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False

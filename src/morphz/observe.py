@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from morphz import events as ev
-from morphz.checks import check_text
+from morphz.checks import MAX_JSON_DEPTH, check_text, too_deep
 from morphz.errors import HistoryImportError, InputError, MorphzError
 from morphz.graphemes import token_units
 from morphz.mind import OBSERVATION_KINDS, Changes, Overlay, chain_head, ensure_session
@@ -54,6 +54,11 @@ def check_meta(meta: Mapping[str, Any] | None, what: str = "meta") -> dict[str, 
         return None
     if not isinstance(meta, Mapping):
         raise InputError(f"{what} must be a JSON object (a mapping)")
+    if too_deep(meta):
+        raise InputError(
+            f"{what} must be a JSON object (strict JSON, string keys): nested too deeply "
+            f"(more than {MAX_JSON_DEPTH} lists and objects)"
+        )
     try:  # as the store writes it: keys sorted, strict JSON (no NaN or Infinity)
         text = json.dumps(meta, ensure_ascii=False, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:

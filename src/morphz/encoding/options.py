@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from morphz.capacity import Budget
-from morphz.checks import check_id, check_whole, normalize_time
+from morphz.checks import MAX_JSON_DEPTH, check_id, check_whole, normalize_time, too_deep
 from morphz.encoding.tokens import Calibration, Counter
 from morphz.encoding.view import View
 from morphz.errors import InputError
@@ -98,6 +98,10 @@ def checked(opts: EncodeOptions) -> EncodeOptions:
             raise InputError(f"the authority of {tool} must be allow, ask or deny, not {policy!r}")
     for what, values in (("binding", opts.bindings), ("scheduling", opts.scheduling)):
         for name, value in values.items():
+            if too_deep(value):
+                raise InputError(
+                    f"the {what} {name} nests lists and objects more than {MAX_JSON_DEPTH} deep"
+                )
             try:
                 value_text(value)
             except (TypeError, ValueError, RecursionError) as exc:

@@ -59,16 +59,18 @@ class SqliteActive:
         and the totals per attention are kept by triggers in ``session_counts``. Without a
         window (None) every active session is a candidate."""
         since = _utc(horizon)
-        inside = "" if since is None else "AND last_time >= ?2 "
+        # named parameters bound from a mapping: Python 3.12 deprecates binding numbered ones
+        # (?1) from a sequence, and 3.14 refuses it
+        inside = "" if since is None else "AND last_time >= :since "
         columns = "session_id, attention, created_seq, last_seq, last_time"
         mine = self.conn.execute(
-            f"SELECT {columns} FROM sessions WHERE context_id = ?1 AND session_id = ?2",
-            (self.cid, current),
+            f"SELECT {columns} FROM sessions WHERE context_id = :cid AND session_id = :current",
+            {"cid": self.cid, "current": current},
         ).fetchall()
         others = self.conn.execute(
-            f"SELECT {columns} FROM sessions WHERE context_id = ?1 AND attention = 'active' "
-            f"AND session_id <> ?3 {inside}ORDER BY last_seq DESC, session_id LIMIT ?4",
-            (self.cid, since, current, max(0, count - len(mine))),
+            f"SELECT {columns} FROM sessions WHERE context_id = :cid AND attention = 'active' "
+            f"AND session_id <> :current {inside}ORDER BY last_seq DESC, session_id LIMIT :n",
+            {"cid": self.cid, "since": since, "current": current, "n": max(0, count - len(mine))},
         ).fetchall()
         totals = self.session_counts()
         for _, attention, *_ in mine:  # the counts are of the other sessions
@@ -77,18 +79,18 @@ class SqliteActive:
         in_window = active
         if since is not None:
             (in_window,) = self.conn.execute(
-                "SELECT count(*) FROM sessions WHERE context_id = ?1 AND attention = 'active' "
-                "AND session_id <> ?3 AND last_time >= ?2",
-                (self.cid, since, current),
+                "SELECT count(*) FROM sessions WHERE context_id = :cid AND attention = 'active' "
+                "AND session_id <> :current AND last_time >= :since",
+                {"cid": self.cid, "since": since, "current": current},
             ).fetchone()
         found = [
             SessionRow(sid, att, first, last, time, 0)
             for sid, att, first, last, time in mine + others
         ]
         latest = self.conn.execute(
-            "SELECT session_id FROM sessions WHERE context_id = ?1 AND attention = 'retired' "
-            "AND session_id <> ?2 ORDER BY last_seq DESC, session_id LIMIT ?3",
-            (self.cid, current, RETIRED_NAMED),
+            "SELECT session_id FROM sessions WHERE context_id = :cid AND attention = 'retired' "
+            "AND session_id <> :current ORDER BY last_seq DESC, session_id LIMIT :n",
+            {"cid": self.cid, "current": current, "n": RETIRED_NAMED},
         ).fetchall()
         retired = totals.get("retired", 0)
         named = tuple(sid for (sid,) in latest)
@@ -136,9 +138,9 @@ class SqliteActive:
         """The frame tokens in view and the stored budget setting (None: the default), in one
         statement: what a growing commit checks (the budget refusal)."""
         n, budget = self.conn.execute(
-            "SELECT (SELECT n FROM frame_tokens WHERE context_id = ?1), (SELECT value FROM "
-            "context_settings WHERE context_id = ?1 AND name = 'budget')",
-            (self.cid,),
+            "SELECT (SELECT n FROM frame_tokens WHERE context_id = :cid), (SELECT value FROM "
+            "context_settings WHERE context_id = :cid AND name = 'budget')",
+            {"cid": self.cid},
         ).fetchone()
         return int(n or 0), None if budget is None else decode_setting(self.cid, "budget", budget)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
+from morphz.checks import MAX_JSON_DEPTH, too_deep
 from morphz.errors import InputError, MorphzError
 from morphz.runtime.models.base import ToolSchema
 from morphz.txlang.sexpr import unicode_problem
@@ -168,6 +169,12 @@ def parse_arguments(name: str, arguments: str | None) -> dict[str, Any]:
         ) from None
     if not isinstance(args, dict):
         raise ToolError(f"the arguments of {name} must be a JSON object")
+    if too_deep(args):
+        raise ToolError(
+            f"the arguments of {name} are not valid JSON for a tool (they nest more than "
+            f"{MAX_JSON_DEPTH} lists and objects deep): send a JSON object matching the tool's "
+            "schema"
+        )
     _check_values(name, args)
     return args
 
