@@ -115,8 +115,16 @@ async def _closer(
         held = None if adapter is None else table.get(adapter)
         if adapter is not None and held is not None and held[0] is client:
             del table[adapter]
-        if not loop.is_closed():
-            await client.close()
+        if not loop.is_closed() and _running() is loop:  # not when collected with no loop
+            await client.close()  # running: awaiting there would be refused
+
+
+def _running() -> asyncio.AbstractEventLoop | None:
+    """The running event loop, or None (a closer finalized by the collector runs in none)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 __all__ = ["ATTRIBUTE", "LoopClients"]
