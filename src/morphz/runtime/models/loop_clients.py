@@ -115,8 +115,10 @@ async def _closer(
         held = None if adapter is None else table.get(adapter)
         if adapter is not None and held is not None and held[0] is client:
             del table[adapter]
-        if not loop.is_closed() and _running() is loop:  # not when collected with no loop
-            await client.close()  # running: awaiting there would be refused
+        # the close awaits in its own loop; a closer the collector finalizes runs in no loop,
+        # and awaiting there is refused (the sockets go with the client)
+        if not loop.is_closed() and _running() is loop:
+            await client.close()
 
 
 def _running() -> asyncio.AbstractEventLoop | None:
