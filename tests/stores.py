@@ -146,6 +146,39 @@ def wait_for_file(path: Path, proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.005)
 
 
+def exec_killed_mid_call(tmp_path: Path, calls: list[dict[str, Any]], prompt: str) -> Path:
+    """``morphz exec PROMPT`` (exec allowed, a scripted model) whose first reply asks for
+    ``calls``, the last of which touches started.txt in the workspace and sleeps: killed with
+    SIGKILL once that call runs, so the calls before it have ended. The store."""
+    import json
+    import signal
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (tmp_path / "home").mkdir()
+    user_config(tmp_path / "home", '[policies]\nexec = "allow"\n')
+    steps = [{"tool_calls": calls}, {"reply": "done"}]
+    (tmp_path / "steps.json").write_text(json.dumps(steps), encoding="utf-8")
+    store = tmp_path / "morphz.db"
+    args = ["exec", prompt, "--model", "scripted:steps.json", "--workspace", "ws"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "morphz", *args, "--db", str(store)],
+        cwd=tmp_path,
+        env=cli_env(tmp_path / "home"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_file(ws / "started.txt", proc)
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return store
+
+
 class Holder:
     """A child process that holds the store's write lock while asked to."""
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import signal
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,7 @@ from morphz.runtime.engine import Engine
 from morphz.runtime.models.base import ModelRequest, ModelResponse, ToolCall
 from morphz.runtime.models.scripted import FunctionModel
 from oldcode import old_morphz, run_on
-from stores import cli_env, run_cli, run_sql, user_config, wait_for_file
+from stores import exec_killed_mid_call, run_cli, run_sql, user_config
 
 CTX = "context-default"
 PREVIOUS = "7323045"  # the last commit before staged results (schema 26)
@@ -55,40 +53,13 @@ def _results_after(events: list[ev.Event], seq: int) -> list[ev.Event]:
 def _killed_mid_step(tmp_path: Path) -> Path:
     """``morphz exec`` whose reply asks for two calls: the first (a quick command) finishes,
     the second blocks; the process is killed with SIGKILL while the second runs. The store."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (tmp_path / "home").mkdir()
-    user_config(tmp_path / "home", '[policies]\nexec = "allow"\n')
     first = "echo built > built.txt; echo BUILD-OK"
     second = "touch started.txt; sleep 60"
-    steps = [
-        {
-            "tool_calls": [
-                {"name": "exec", "arguments": {"command": first}},
-                {"name": "exec", "arguments": {"command": second, "timeout_s": 120}},
-            ]
-        },
-        {"reply": "built"},
+    calls = [
+        {"name": "exec", "arguments": {"command": first}},
+        {"name": "exec", "arguments": {"command": second, "timeout_s": 120}},
     ]
-    (tmp_path / "steps.json").write_text(json.dumps(steps), encoding="utf-8")
-    store = tmp_path / "morphz.db"
-    args = ["exec", "build it", "--model", "scripted:steps.json", "--workspace", "ws"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "morphz", *args, "--db", str(store)],
-        cwd=tmp_path,
-        env=cli_env(tmp_path / "home"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_file(ws / "started.txt", proc)
-        proc.send_signal(signal.SIGKILL)
-        assert proc.wait(timeout=60) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return store
+    return exec_killed_mid_call(tmp_path, calls, "build it")
 
 
 def test_recovery_records_the_real_result_of_a_call_that_finished(tmp_path: Path) -> None:

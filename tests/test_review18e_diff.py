@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
-import signal
-import subprocess
 import sys
 import threading
 import types
@@ -29,38 +26,15 @@ from morphz.encoding import tokens
 from morphz.encoding.protocol import PROTOCOL
 from morphz.runtime.models.base import ModelRequest
 from morphz.runtime.models.openai_compat import OpenAIChatModel
-from stores import cli_env, run_cli, user_config, wait_for_file
+from stores import exec_killed_mid_call, run_cli
 
 CTX = "context-default"
 
 
 def _killed_exec(tmp_path: Path, calls: list[dict[str, Any]]) -> Path:
-    """``morphz exec`` whose first reply asks for ``calls`` (the last one touches started.txt,
-    then sleeps), killed with SIGKILL once the last call runs. The store."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (tmp_path / "home").mkdir()
-    user_config(tmp_path / "home", '[policies]\nexec = "allow"\n')
-    steps = [{"tool_calls": calls}, {"reply": "done"}]
-    (tmp_path / "steps.json").write_text(json.dumps(steps), encoding="utf-8")
-    store = tmp_path / "morphz.db"
-    args = ["exec", "work", "--model", "scripted:steps.json", "--workspace", "ws"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "morphz", *args, "--db", str(store)],
-        cwd=tmp_path,
-        env=cli_env(tmp_path / "home"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_file(ws / "started.txt", proc)
-        proc.send_signal(signal.SIGKILL)
-        assert proc.wait(timeout=60) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return store
+    """``morphz exec work`` whose first reply asks for ``calls`` (the last one touches
+    started.txt, then sleeps), killed with SIGKILL once the last call runs. The store."""
+    return exec_killed_mid_call(tmp_path, calls, "work")
 
 
 SLEEPER = {
