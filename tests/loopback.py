@@ -114,6 +114,35 @@ class Server(Loopback):
         super().__init__(Handler)
 
 
+def openai_completion(
+    content: str = "ok", prompt_tokens: int = 3, completion_tokens: int = 1
+) -> dict[str, Any]:
+    """An OpenAI chat completion answering ``content``, reporting this usage."""
+    return {
+        "id": "chatcmpl-loop",
+        "object": "chat.completion",
+        "created": 1_764_460_000,
+        "model": "loop-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def answer_ok(_request: Any) -> dict[str, Any]:
+    """A server's handler that answers every request "ok"."""
+    return openai_completion()
+
+
 def anthropic_message(content: list[dict[str, Any]]) -> dict[str, Any]:
     """An Anthropic Messages answer holding ``content`` blocks."""
     return {

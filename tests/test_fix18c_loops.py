@@ -11,29 +11,16 @@ from typing import Any
 
 import pytest
 
-from loopback import Server, keep_alive
+from loopback import Server, answer_ok, keep_alive
 from morphz.runtime.models.base import ModelRequest
 from morphz.runtime.models.openai_compat import OpenAIChatModel
 
 REQUEST = ModelRequest("(context-encoding)", ())
 
 
-def _reply(_request: Any) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-loops",
-        "object": "chat.completion",
-        "created": 1_764_460_000,
-        "model": "m",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
-        ],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-    }
-
-
 @pytest.fixture
 def server(loopback_only: None) -> Iterator[Server]:
-    with keep_alive(Server(_reply)) as running:
+    with keep_alive(Server(answer_ok)) as running:
         yield running
 
 
@@ -114,7 +101,7 @@ def test_loops_in_two_threads_at_once_each_use_their_own_client(loopback_only: N
 
     def answer(request: Any) -> dict[str, Any]:
         both.wait()
-        return _reply(request)
+        return answer_ok(request)
 
     with keep_alive(Server(answer)) as server:
         model, made = _model(server)

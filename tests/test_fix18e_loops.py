@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from loopback import Server, keep_alive
+from loopback import Server, answer_ok, keep_alive
 from morphz.runtime.models import loop_clients
 from morphz.runtime.models.base import ModelRequest
 from morphz.runtime.models.openai_compat import OpenAIChatModel
@@ -26,22 +26,9 @@ from stores import SRC
 REQUEST = ModelRequest("(context-encoding)", ())
 
 
-def _reply(_request: Any) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-18e-loops",
-        "object": "chat.completion",
-        "created": 1_764_460_000,
-        "model": "m",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
-        ],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-    }
-
-
 @pytest.fixture
 def server(loopback_only: None) -> Iterator[Server]:
-    with keep_alive(Server(_reply)) as running:
+    with keep_alive(Server(answer_ok)) as running:
         yield running
 
 
@@ -88,10 +75,9 @@ _DROPPING_HOST = """
 import asyncio, gc, sys, warnings, weakref
 sys.path.insert(0, sys.argv[1])
 warnings.simplefilter("ignore")  # Python warns of the unclosed loops and sockets: the host's
-from loopback import Server, keep_alive
-from stores import SRC
+from loopback import Server, answer_ok, keep_alive
 import test_fix18e_loops as t
-with keep_alive(Server(t._reply)) as server:
+with keep_alive(Server(answer_ok)) as server:
     model = t._model(server)
     dropped = []
     for _ in range(5):

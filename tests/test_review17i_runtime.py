@@ -12,13 +12,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 import morphz
-from loopback import Server
+from loopback import Server, openai_completion
 from morphz import owners
 from morphz.interfaces.cli import main
 from processes import MARK
@@ -121,23 +120,6 @@ def test_recover_by_hand_refuses_a_live_agent_of_this_host_whose_proc_entry_is_h
 # --- 2. a host's other threads lose the provider key while one CLI command runs ----------------
 
 
-def _completion(content: str) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-17i",
-        "object": "chat.completion",
-        "created": 1_764_460_000,
-        "model": "loop-model",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 3000, "completion_tokens": 3, "total_tokens": 3003},
-    }
-
-
 def test_a_cli_command_in_one_thread_leaves_the_key_to_a_host_s_other_threads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loopback_only: None
 ) -> None:
@@ -169,7 +151,7 @@ def test_a_cli_command_in_one_thread_leaves_the_key_to_a_host_s_other_threads(
         except BaseException as exc:  # reported by the test's thread
             failures.append(exc)
 
-    with Server(lambda _request: _completion("second finished")) as server:
+    with Server(lambda _request: openai_completion("second finished", 3000, 3)) as server:
         monkeypatch.setenv("OPENAI_API_KEY", key)
         monkeypatch.setenv("OPENAI_BASE_URL", f"{server.root}/v1")
         worker = threading.Thread(target=first, name="host-worker-1")

@@ -20,26 +20,13 @@ from typing import Any
 import pytest
 
 import morphz
-from loopback import Server, anthropic_message, keep_alive
+from loopback import Server, anthropic_message, keep_alive, openai_completion
 from morphz.encoding import tokens
 from morphz.interfaces.cli_agent import build_tools
 from morphz.runtime.config import Settings, make_model
 from morphz.runtime.engine import Engine, RuntimeConfig
 
 # --- the README's "From Python": one model, asyncio.run per message ---------------------------
-
-
-def _openai_reply(text: str) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-host",
-        "object": "chat.completion",
-        "created": 1_764_460_000,
-        "model": "host-model",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-        ],
-        "usage": {"prompt_tokens": 3000, "completion_tokens": 5, "total_tokens": 3005},
-    }
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -63,7 +50,7 @@ def test_a_host_running_each_message_in_its_own_event_loop_gets_every_reply(
     def answer(_request: Any) -> dict[str, Any]:
         answered.append(f"reply {len(answered) + 1}")
         if provider == "openai":
-            return _openai_reply(answered[-1])
+            return openai_completion(answered[-1], 3000, 5)
         return anthropic_message([{"type": "text", "text": answered[-1]}])
 
     workspace = tmp_path / "ws"

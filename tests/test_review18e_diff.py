@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import morphz
-from loopback import Server, keep_alive
+from loopback import Server, answer_ok, keep_alive
 from morphz import events as ev
 from morphz.capacity import Budget
 from morphz.encoding import tokens
@@ -165,19 +165,6 @@ def test_a_counter_that_was_slow_once_is_used_once_its_encoding_has_arrived(
 # 5. ------------------------------------------------------------- the clients of event loops
 
 
-def _chat_reply(_request: Any) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-18e",
-        "object": "chat.completion",
-        "created": 1_764_460_000,
-        "model": "m",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
-        ],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-    }
-
-
 # the loops and transports this test drops unclosed say so as they are collected
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -192,7 +179,7 @@ def test_a_loop_dropped_unclosed_is_not_kept_alive_by_the_model(loopback_only: N
     messages. Expected: the model holds no loop alive (weak references), so a dropped loop is
     collected with its client."""
     request = ModelRequest("(context-encoding)", ())
-    with keep_alive(Server(_chat_reply)) as server:
+    with keep_alive(Server(answer_ok)) as server:
         model = OpenAIChatModel("m", base_url=f"{server.root}/v1", api_key="sk-18e")
         loop = asyncio.new_event_loop()
         assert loop.run_until_complete(model.request(request)).text == "ok"

@@ -123,6 +123,9 @@ class Budget:
 
 _DEFAULT = Budget()  # what a context without a budget setting has
 BUDGET_FIELDS = tuple(_DEFAULT.to_dict())  # window, output_reserve, configured, reserve, ...
+# the fields that set the hard limit (min(configured, window - output_reserve)): keys given over
+# a budget (a configuration's [budget] table) that name one of them are where it is raised
+LIMIT_KEYS = frozenset({"configured", "window", "output_reserve"})
 
 
 def budget_over(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from morphz import events as ev
 from morphz import owners
-from morphz.capacity import Budget, budget_over, check_budget_keys
+from morphz.capacity import LIMIT_KEYS, Budget, budget_over, check_budget_keys
 from morphz.checks import check_whole
 from morphz.errors import BudgetError, InputError
 from morphz.ids import make_ref
@@ -242,7 +242,7 @@ def _where_raised(limits: Limits) -> str:
     """Where the budget a refusal measured against is raised: the keys given over the budget
     (a configuration's ``[budget]`` table) when they set its limit; else the budget its caller
     passed when it passed one (the stored one was not read); else the stored one."""
-    if limits.keys.keys() & {"configured", "window", "output_reserve"}:
+    if limits.keys.keys() & LIMIT_KEYS:
         return "the [budget] keys given over the context's budget, such as `limit` in morphz.toml"
     if limits.budget is not None:
         return (

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from morphz.capacity import Batch, Item, select_batch
+from morphz.capacity import LIMIT_KEYS, Batch, Item, select_batch
 from morphz.encoding.compile import Encoding
 from morphz.runtime.costs import directory_allowance, observation_costs
 
@@ -58,10 +58,6 @@ async def fit(
         while chosen and total * scale > room:
             total -= chosen.pop().tokens
     return minimum
-
-
-# the budget keys that set the hard limit when a configuration's [budget] table gives them
-LIMIT_KEYS = frozenset({"configured", "window", "output_reserve"})  # Budget fields
 
 
 def floor_reason(
