@@ -114,6 +114,7 @@ class Engine:
         self.config = config
         self.calibration: Calibration = ctx.calibration(model.name)  # what earlier runs learned
         self.counter: Counter | None = exact_counter(model.name) if config.exact_tokens else None
+        self._runs = 0  # activations running on this engine now (see _take_counter)
         self.meter = PrefixMeter()  # every request this engine sent, across activations
         # per session, the last request a provider answered (its text and cache layout): each
         # new request sequence (an activation, a batch, a new seed after a refusal) anchors its
@@ -209,6 +210,22 @@ class Engine:
         """One activation: the user message ``prompt`` in ``session``, until a reply."""
         check_run(prompt, session, objective)
         goal = (objective or prompt[:200]).strip() or None
+        self._take_counter()
+        self._runs += 1
+        try:
+            return await self._run(prompt, session, goal)
+        finally:
+            self._runs -= 1
+
+    def _take_counter(self) -> None:
+        """The exact tokenizer that had not arrived when this engine was made (tiktoken still
+        fetching its encoding), taken once it has, as an activation starts while no other runs
+        here: every figure of one activation (its pressure, a refusal's ceiling) is counted
+        one way."""
+        if self.counter is None and self.config.exact_tokens and not self._runs:
+            self.counter = exact_counter(self.model.name, wait=0.0)
+
+    async def _run(self, prompt: str, session: str, goal: str | None) -> ActivationResult:
         floors = await asyncio.to_thread(self.floors)
         give_up = threading.Event()  # set: the run's writes stop waiting for a busy store
         token = GIVE_UP.set(give_up)  # the run's threads inherit it, the start's too
