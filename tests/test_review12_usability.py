@@ -158,4 +158,4 @@ def test_status_and_encoding_state_the_same_pressure_with_a_configured_profile(
     assert status["pressure"]["tokens"] == budget["pressure"]["tokens"]
     assert encoding["pressure"]["tokens"] > status["pressure"]["tokens"]
     said = " ".join(_section("morphz context budget").split())
-    assert "a `[budget]` table or a `profile`, which `context encoding` applies" in said
+    assert "a `[budget]` table, a `profile` or a `model`, which `context encoding` applies" in said

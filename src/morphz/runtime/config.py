@@ -463,9 +463,11 @@ def check_model_spec(spec: str) -> tuple[str, str]:
                 f"prefixes {prefixes} (e.g. openai:gpt-4o-mini)"
             )
         guess = "anthropic" if spec.startswith("claude") else "openai"
+        example = f"{guess}:{spec}" if spec.strip() else "openai:gpt-4o-mini"
+        what = "names no provider" if spec.strip() else "is empty"
         raise InputError(
-            f"model spec {spec!r} names no provider: write PREFIX:NAME with one of the prefixes "
-            f"{prefixes}, e.g. {guess}:{spec}"
+            f"model spec {spec!r} {what}: write PREFIX:NAME with one of the prefixes "
+            f"{prefixes}, e.g. {example}"
         )
     if not name:
         what = "PATH" if kind == "scripted" else "NAME"
