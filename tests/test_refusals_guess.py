@@ -14,7 +14,8 @@ def test_a_guessed_ceiling_lets_a_smaller_request_be_tried_once() -> None:
     assert not refusals.try_smallest(2_900)  # below the ceiling: it fits, nothing to try
     assert not refusals.try_smallest(4_000)  # not below what was refused
     assert refusals.try_smallest(3_400)
-    assert refusals.ceiling == 3_400 and refusals.limit(10_000) == 3_400
+    assert refusals.ceiling == 3_400
+    assert refusals.measure(3_420, 10_000, lambda: 3_400) == (3_400, 3_400)  # the ceiling binds
     refusals.learn(3_400, "too long", False, {})  # refused too: nothing smaller is left
     assert refusals.ceiling == 2_550 and refusals.smallest == 3_400
     assert not refusals.try_smallest(3_400)

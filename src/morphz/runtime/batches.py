@@ -17,21 +17,19 @@ Encode = Callable[[frozenset[int]], Awaitable[Encoding]]  # a maintenance compil
 def choose(
     full: Encoding,
     must: frozenset[int],
-    minimum: Encoding,
-    hard: int,
+    room: int,
     factor: float,
     *,
     first: Sequence[int] = (),
 ) -> list[Item]:
-    """With room left beside ``minimum``, the optional observations of ``full`` that fit, each
-    allowing for its directory ref: those of ``first`` in its order, then the oldest (a later,
-    smaller one may still fit after a larger one did not); none when even that allowance does
-    not fit. Deterministic."""
+    """With ``room`` tokens left beside the minimum (the observations ``must``), the optional
+    observations of ``full`` that fit, each allowing for its directory ref: those of ``first``
+    in its order, then the oldest (a later, smaller one may still fit after a larger one did
+    not); none when even that allowance does not fit. Deterministic."""
     costs = observation_costs(full, factor)
     rest = [o for o in full.state.observations if o.seq not in must]
     optional = [Item(o.seq, costs[o.seq]) for o in rest]
-    fixed = minimum.tokens + directory_allowance(rest, factor)
-    batch = select_batch(optional, fixed, hard, set(), first)
+    batch = select_batch(optional, directory_allowance(rest, factor), room, set(), first)
     shown = set(batch.seqs) if batch.fits else set()
     ahead = {seq: n for n, seq in enumerate(dict.fromkeys(first))}  # offered first, in order
     late = len(ahead)
@@ -41,16 +39,21 @@ def choose(
 
 
 async def fit(
-    encode: Encode, minimum: Encoding, must: frozenset[int], chosen: list[Item], hard: int
+    encode: Encode,
+    minimum: Encoding,
+    must: frozenset[int],
+    chosen: list[Item],
+    *,
+    room: int,
+    fits: Callable[[Encoding], bool],
 ) -> Encoding:
-    """Compile the minimum plus ``chosen`` (in the order they were offered). While the result is
-    over ``hard``, scale the estimates by what they really cost in it and leave out the last
-    offered until the rest fits the room (at least one each time; the minimum was measured to
-    fit)."""
-    room = hard - minimum.tokens
+    """Compile the minimum plus ``chosen`` (in the order they were offered). While the result
+    does not fit (``fits``: the hard limit, a refusal's ceiling), scale the estimates by what
+    they really cost in it and leave out the last offered until the rest fits the ``room``
+    beside the minimum (at least one each time; the minimum was measured to fit)."""
     while chosen:
         encoding = await encode(must | {i.seq for i in chosen})
-        if encoding.tokens <= hard:
+        if fits(encoding):
             return encoding
         total = sum(i.tokens for i in chosen)
         scale = (encoding.tokens - minimum.tokens) / max(1, total)
@@ -77,7 +80,7 @@ def floor_reason(
     [budget] table when it gives the limit (it applies over the context's own budget), else the
     context's budget."""
     inbox = next((r.tokens for r in minimum.regions if r.name == "inbox"), 0)
-    fixed = minimum.tokens - inbox
+    fixed = floor.tokens - inbox  # counted as the limit is: the figure, or as sent
     said = f"even the minimum maintenance request needs {floor.tokens} tokens of {floor.limit}"
     refused = "" if refusal is None else f" (the provider refused larger: {refusal})"
     if refusal is not None and floor.limit < minimum.pressure.budget.hard:  # the window binds

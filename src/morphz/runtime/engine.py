@@ -189,6 +189,12 @@ class Engine:
         counted = count([PREAMBLE, text, *schemas], self.calibration, self.counter)
         return counted.tokens + FRAMING
 
+    def counted(self, encoding: Encoding) -> int:
+        """``encoding``'s tokens with the parts its figure counts beside it (the preamble, the
+        tool schemas), counted as :meth:`sent_tokens` counts a request: the figures' slack out."""
+        parts = [encoding.text, *encoding.options.extra_parts]
+        return count(parts, self.calibration, self.counter).tokens + encoding.options.framing
+
     def measure(self, request: ModelRequest) -> dict[str, int | None]:
         """Record ``request`` as sent: its bytes as a provider's cache sees them (tool schemas,
         then the encoding) and how many of them began the previous request this engine sent
@@ -390,9 +396,16 @@ class _Run:
         figure = self.e.sent_tokens(request.encoding, [t.text for t in request.tools])
         self.refusals.learn(figure, said, piled, dict(sent))
 
-    def _limit(self, encoding: Encoding) -> int:
-        """The most tokens a request may have: the hard limit, or lower after a refusal."""
-        return self.refusals.limit(encoding.pressure.budget.hard)
+    def _measured(self, encoding: Encoding) -> tuple[int, int]:
+        """``encoding``'s tokens and the most it may have: its figure and the hard limit, or
+        counted as a refused request is (:meth:`Engine.counted`) and a refusal's ceiling."""
+        hard, counted = encoding.pressure.budget.hard, partial(self.e.counted, encoding)
+        return self.refusals.measure(encoding.tokens, hard, counted)
+
+    def _within(self, encoding: Encoding) -> bool:
+        """Whether ``encoding`` is within the hard limit and a refusal's ceiling."""
+        tokens, limit = self._measured(encoding)
+        return tokens <= limit
 
     def _over_ceiling(self, text: str) -> bool:
         """Whether sending ``text`` (with this mode's tools) is above what a provider refused."""
@@ -451,10 +464,9 @@ class _Run:
         return work
 
     def _resumes(self, encoding: Encoding, below: int | None) -> bool:
-        """Whether work may resume with ``encoding``'s figure: under ``below`` (None: any) and
-        within the hard limit, or the ceiling a provider's refusal set."""
-        tokens = encoding.tokens
-        return (below is None or tokens < below) and tokens <= self._limit(encoding)
+        """Whether work may resume with ``encoding`` (counting the work tools): its figure under
+        ``below`` (None: any), within the hard limit and a refusal's ceiling."""
+        return (below is None or encoding.tokens < below) and self._within(encoding)
 
     async def _encode(
         self, maintenance: bool, only: frozenset[int] | None = None, *, as_sent: bool = False
@@ -489,31 +501,29 @@ class _Run:
 
     async def _batch(self, full: Encoding) -> Encoding | None:
         """The maintenance request that shows the minimum (:meth:`_minimum`), then the optional
-        observations that fit within the hard limit (those it offers first, then the oldest);
-        None when even the minimum does not fit (the reason is kept). ``full``: the whole
-        maintenance encoding, over the hard limit (so compiled at critical pressure, in
-        maintenance)."""
-        hard = self._limit(full)
+        observations that fit within the hard limit and a refusal's ceiling (those it offers
+        first, then the oldest); None when even the minimum does not fit (the reason is kept).
+        ``full``: the whole request, which does not fit."""
         self.active_observations = len(full.state.observations)
-        found = await self._minimum(full, hard)
+        found = await self._minimum(full)
         if found is None:
             return None
         must, minimum, first = found
+        tokens, limit = self._measured(minimum)
         factor = self.e.calibration.factor if self.e.calibration.samples else 1.0
-        chosen = batches.choose(full, must, minimum, hard, factor, first=first)
-        return await batches.fit(partial(self._encode, True), minimum, must, chosen, hard)
+        chosen = batches.choose(full, must, limit - tokens, factor, first=first)
+        encode, room = partial(self._encode, True), limit - tokens
+        return await batches.fit(encode, minimum, must, chosen, room=room, fits=self._within)
 
-    async def _minimum(
-        self, full: Encoding, hard: int
-    ) -> tuple[frozenset[int], Encoding, list[int]] | None:
+    async def _minimum(self, full: Encoding) -> tuple[frozenset[int], Encoding, list[int]] | None:
         """The observations every batch shows, their request as compiled, and the optional ones
         offered first. The minimum holds the current request (the activation's root) and its
         causal dependencies, which are everything this activation's steps produced that is
-        still active, and the protected ones. When those do not fit ``hard``, what the previous
-        step produced stands for the dependencies (so the agent can still act; the others keep
-        their state); when even that does not fit, the minimum is the root and the protected
-        ones, and the previous step's results are offered first, in their order, so the batch
-        shows as many as fit. None when even that does not fit, with the reason kept."""
+        still active, and the protected ones. When those do not fit (:meth:`_measured`), what
+        the previous step produced stands for the dependencies (so the agent can still act; the
+        others keep their state); when even that does not fit, the minimum is the root and the
+        protected ones, and the previous step's results are offered first, in their order, so
+        the batch shows as many as fit. None when even that does not fit, with the reason kept."""
         inbox = full.state.observations
         present = {o.seq for o in inbox}
         tried: list[frozenset[int]] = []
@@ -524,7 +534,7 @@ class _Run:
                 continue
             tried.append(must)
             minimum = await self._encode(True, must)
-            floor = select_batch([], minimum.tokens, hard, set())  # the minimum, as compiled
+            floor = select_batch([], *self._measured(minimum), set())  # the minimum alone
             if floor.fits:
                 first = [o.seq for o in inbox if o.seq in self.previous and o.seq not in must]
                 return must, minimum, first
@@ -543,8 +553,7 @@ class _Run:
         guess) and it is smaller than every request refused and within the hard limit."""
         if minimum.tokens > minimum.pressure.budget.hard:
             return False
-        schemas = [t.schema.text for t in self.e.tools.offered(True)]
-        return self.refusals.try_smallest(self.e.sent_tokens(minimum.text, schemas))
+        return self.refusals.try_smallest(self.e.counted(minimum))
 
     async def _calibrate(self, request: ModelRequest, response: ModelResponse) -> None:
         """Learn from the input tokens the provider reported, kept with the context so the next

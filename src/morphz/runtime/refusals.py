@@ -3,7 +3,8 @@ requests are then kept below, whatever the figures say, what the provider said, 
 refused since the last answer, which left no event and are recorded with the reply that follows,
 or with the activation's end when none follows.
 
-Each refusal lowers the ceiling to the share of the refused request's figure the provider said it
+Each refusal lowers the ceiling to the share of the refused request's figure (counted as it was
+sent, the figures' slack out; every request is compared with it counted so) the provider said it
 would take (:func:`morphz.runtime.models.retry.refused_share`); without numbers in what it said,
 a quarter less, or for piled-up ContextDelta increments just less (a fresh seed is smaller
 anyway). Such a ceiling is a guess: when even the smallest request is above it but below every
@@ -81,9 +82,15 @@ class Refusals:
         self.ceiling = figure
         return True
 
-    def limit(self, hard: int) -> int:
-        """The most tokens a request may have: the hard limit, or lower after a refusal."""
-        return hard if self.ceiling is None else min(hard, self.ceiling)
+    def measure(self, figure: int, hard: int, sent: Callable[[], int]) -> tuple[int, int]:
+        """A request's tokens and the most it may have, counted one way: its pressure
+        ``figure`` and the ``hard`` limit or, when the ceiling leaves it less room, ``sent()``
+        (the request counted as a refused one was, the figures' slack out) and the ceiling."""
+        if self.ceiling is not None:
+            counted = sent()
+            if self.ceiling - counted < hard - figure:
+                return counted, self.ceiling
+        return figure, hard
 
     def above(self, figure: Callable[[], int]) -> bool:
         """Whether a request whose figure is ``figure()`` (counted only after a refusal) is above
