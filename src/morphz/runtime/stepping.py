@@ -17,7 +17,6 @@ from morphz.capacity import resume_below, select_batch
 from morphz.encoding.compile import Encoding
 from morphz.encoding.tokens import estimate_tokens
 from morphz.ids import ref_seq
-from morphz.observe import Observation
 from morphz.runtime import batches
 from morphz.runtime.calls import Calls
 from morphz.runtime.costs import output_tokens
@@ -358,18 +357,9 @@ class Run:
                 await self.end.finish("failed", said)
                 return True
             self.result.reply = valid_text(response.text)
-            await self._observe_reply(reply)
-            await self.end.finish("delivered", note)
+            await self.end.deliver(reply, self.result.reply, note)
             return True
         await self.calls.run_reply(reply, response.tool_calls, note, self.maintenance)
         self.previous = {ref_seq(ref) for ref in self.result.events[start:]}
         self.produced |= self.previous
         return False
-
-    async def _observe_reply(self, ref: str) -> None:
-        """The delivered reply enters the session's inbox as an agent_reply (no tick), so later
-        activations see what the agent told the user, and can retire it like anything else."""
-        meta = {"reply": ref, "activation": self.activation}
-        answer = Observation("agent_reply", self.result.reply or "", meta=meta)
-        events = await self.tc.in_thread(self.e.ctx.observe_batch, [answer], session=self.session)
-        self.result.events.extend(e.ref for e in events)
