@@ -236,11 +236,13 @@ def test_an_activation_is_not_left_running_when_recording_its_end_fails_once(
     real = ctx.finish_activation
     calls: list[str] = []
 
-    def busy_once(activation: str, state: str = "delivered", reason: str | None = None) -> None:
+    def busy_once(
+        activation: str, state: str = "delivered", reason: str | None = None, **kw: Any
+    ) -> list[morphz.Event]:
         calls.append(state)
         if len(calls) == 1:
             raise StoreBusyError("the database is locked: try again")
-        real(activation, state, reason)
+        return real(activation, state, reason, **kw)
 
     monkeypatch.setattr(ctx, "finish_activation", busy_once)
     engine = _engine(ctx, FunctionModel(lambda request: ModelResponse("done")), workspace)

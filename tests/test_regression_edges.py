@@ -276,10 +276,13 @@ def test_a_cancel_while_the_end_is_being_recorded_stays_a_cancel(
     real = ctx.finish_activation
     written = threading.Event()
 
-    def slow_finish(activation: str, state: str = "delivered", reason: str | None = None) -> None:
-        real(activation, state, reason)  # committed
+    def slow_finish(
+        activation: str, state: str = "delivered", reason: str | None = None, **kw: Any
+    ) -> list[morphz.Event]:
+        events = real(activation, state, reason, **kw)  # committed
         written.set()
         time.sleep(0.3)  # the thread is still returning when the task is cancelled
+        return events
 
     monkeypatch.setattr(ctx, "finish_activation", slow_finish)
     engine = _engine(ctx, FunctionModel(lambda request: ModelResponse("done")), workspace)

@@ -988,6 +988,7 @@ def _check_denied(
         "tool": "write_file",
         "arguments": {"path": "out.txt", "content": "data\n"},
         "call": "call_write_file_0",
+        "activation": result.activation,  # recovery: a request of this activation's call
     }
     assert answer.text == "write_file: denied"
     assert answer.meta == {"request": asked.ref, "approved": False, "tool": "write_file"}

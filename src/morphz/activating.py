@@ -6,11 +6,11 @@ one runtime event written in one database transaction (``Context._runtime_event`
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from morphz import committing, owners, staging
+from morphz import committing, owners, recovery, staging
 from morphz import events as ev
 from morphz import observe as appending
 from morphz.checks import check_text
@@ -100,23 +100,30 @@ def finish(
     before: Callable[[WriteTxn, ActivationRow], None] | None = None,
     *,
     unanswered: Mapping[str, object] | None = None,
-) -> None:
+    observations: Iterable[appending.Observation] = (),
+) -> list[ev.Event]:
     """Mark an activation delivered, failed or interrupted (see Context.finish_activation);
-    ``before`` writes what goes before the end, in the same transaction, under the lock, and
-    then what is still staged of its calls' outcomes is recorded (:func:`staging.flush`);
-    ``unanswered`` goes into the end's payload when given."""
+    ``before`` writes what goes before the end, in the same transaction, under the lock, then
+    ``observations`` are appended in its session as one batch (a delivered reply's
+    ``agent_reply``), then what is still staged of its calls' outcomes is recorded
+    (:func:`staging.flush`); ``unanswered`` goes into the end's payload when given. Returns the
+    events of ``observations``."""
     if state not in ("delivered", "failed", "interrupted"):
         raise InputError("an activation finishes as delivered, failed or interrupted")
     unanswered = appending.check_meta(unanswered, "unanswered")
     appending.check_reason(reason)
     check_activation_id(activation_id)
+    batch = appending.check_all(observations)
     with ctx.db.store.read(ctx.id) as r:
         session = running(r, ctx.id, activation_id).session_id
+    appended: list[ev.Event] = []
 
     def check(w: WriteTxn) -> None:
         act = running(w, ctx.id, activation_id)  # again, under the writer lock
         if before is not None:
             before(w, act)
+        if batch:
+            appended.extend(ctx._append(w, act.session_id, batch, ctx.db.timestamp()))
         staging.flush(ctx, w, act)
 
     def put(w: WriteTxn, seq: int) -> None:
@@ -128,6 +135,7 @@ def finish(
         payload["unanswered"] = unanswered
     ctx._runtime_event(ev.ACTIVATION_FINISHED, None, payload, session, on_write=put, before=check)
     owners.untrack(activation_id)
+    return appended
 
 
 def check_owns(r: ReadTxn, context_id: str, activation_id: str | None, session: str) -> None:
@@ -149,6 +157,21 @@ def check_owns(r: ReadTxn, context_id: str, activation_id: str | None, session: 
             f"activation {activation_id} runs in session '{act.session_id}', not "
             f"'{session}': record its work in its own session"
         )
+
+
+def check_call(activation: str | None, call: str | None) -> dict[str, str] | None:
+    """The tool call a commit answers (its activation and call id), as the commit's payload
+    keeps it; None when neither is given. InputError when a call is named without its
+    activation (call ids are unique only within one model reply)."""
+    if call is None:
+        return None if activation is None else {"activation": check_activation_id(activation)}
+    if not isinstance(call, str):
+        raise InputError(f"a call id is text (a tool call's id), not {type(call).__name__}")
+    if activation is None:
+        raise InputError(
+            f"call {call!r} names a tool call of an activation: give its activation too"
+        )
+    return {"activation": check_activation_id(activation), "call": check_text(call, "call id")}
 
 
 def running(r: ReadTxn, context_id: str, activation_id: str) -> ActivationRow:
@@ -181,11 +204,11 @@ def interrupt_orphaned(ctx: Context, reason: str, include_unowned: bool) -> list
 
 def interrupt(ctx: Context, activation_id: str, reason: str) -> bool:
     """Finish one activation whose process is gone as interrupted, with a result for each call
-    of its last model reply that has none (:func:`unanswered`), in one transaction; False when
-    another caller finished it first."""
+    of its last model reply that has none (:func:`morphz.recovery.unanswered`), in one
+    transaction; False when another caller finished it first."""
 
     def answer(w: WriteTxn, act: ActivationRow) -> None:
-        results, reply_seq, used = unanswered(w, act, reason)
+        results, reply_seq, used = recovery.unanswered(w, act, reason)
         if results:
             recorded, mine = ctx.db.timestamp(), act.activation_id
             staging.append(ctx, w, act.session_id, mine, results, recorded=recorded)
@@ -200,79 +223,6 @@ def interrupt(ctx: Context, activation_id: str, reason: str) -> bool:
             raise
         return False
     return True
-
-
-def unanswered(
-    r: ReadTxn, act: ActivationRow, reason: str
-) -> tuple[list[tuple[appending.Checked, bool]], int, list[int]]:
-    """A result for each tool call of ``act``'s last model reply that no observation of ``act``
-    answers (``meta.call``), in call order, each with whether it ticks the clock; that reply's
-    seq; the positions of the calls answered from their staged outcome. A call that ended
-    before the process died has its outcome staged (:mod:`morphz.staging`): that is its result
-    (``recovered``; it ticks when its tool ran), looked at first, since it names its call
-    exactly. A recall with nothing staged is taken as answered by one of the results the recall
-    tool delivered (they name no call), in call order. Any other call may have run, in whole or
-    in part, or not at all (no tick: that is unknown). Without these the next activation would see
-    the request and nothing of the work already done (a deployment, a file written)."""
-    reply, answered, recalled = _last_reply(r, act)
-    if reply is None or reply.payload is None:
-        return [], 0, []
-    staged = {
-        s.position: s for s in r.staged_results(act.activation_id) if s.reply_seq == reply.seq
-    }
-    results: list[tuple[appending.Checked, bool]] = []
-    used: list[int] = []
-    for position, call in enumerate(reply.payload.get("tool_calls", [])):
-        name, call_id = call.get("name"), call.get("id")
-        if not isinstance(call_id, str) or call_id in answered:
-            continue
-        if position in staged:  # the staging says exactly which call ended: first
-            results.append((staging.recovered(staged[position]), staged[position].ticks))
-            used.append(position)
-            continue
-        if name == "recall" and recalled:  # answered by the result it delivered
-            recalled -= 1
-            continue
-        text = (
-            f"{name} has no result: {reason} after the model asked for this call ({reply.ref}), "
-            "so it may have run, in whole or in part, or not at all; check before running it "
-            "again"
-        )
-        meta = {"tool": name, "call": call_id, "error": True}
-        results.append(
-            (appending.check(appending.Observation("tool_result", text, meta=meta)), False)
-        )
-    return results, reply.seq, used
-
-
-def _last_reply(r: ReadTxn, act: ActivationRow) -> tuple[ev.Event | None, set[str], int]:
-    """``act``'s last model reply, the call ids its observations answer after it, and how many
-    results the recall tool delivered after it (a recall appends its own result: meta.recall,
-    no call id; in call order)."""
-    reply: ev.Event | None = None
-    answered: set[str] = set()
-    recalled = 0
-    for event in r.events(act.started_seq):
-        payload = event.payload or {}
-        if event.kind == ev.MODEL_REPLY and payload.get("activation") == act.activation_id:
-            reply, answered, recalled = event, set(), 0
-        elif reply is not None and event.meta and _of(event, act):
-            call = event.meta.get("call")
-            if isinstance(call, str):
-                answered.add(call)
-            elif event.kind == "recall_result" and "recall" in event.meta:
-                recalled += 1
-    return reply, answered, recalled
-
-
-def _of(event: ev.Event, act: ActivationRow) -> bool:
-    """Whether ``event`` may record ``act``'s work: its payload names ``act`` (call ids are
-    unique only within one reply, so another activation of the session may use the same); one
-    written before results named their activation, when it is of ``act``'s session."""
-    named = (event.payload or {}).get("activation")
-    if named is not None:
-        return bool(named == act.activation_id)
-    return event.session_id == act.session_id
 
 
 def check_activation_id(value: object) -> str:

@@ -80,12 +80,16 @@ def commit_in(
     calibration: Calibration | None,
     request_floor: int | None = None,
     profile_tokens: int | None = None,
+    answers: Mapping[str, str] | None = None,
 ) -> Receipt:
     """Commit ``tx`` (its ``canonical`` text recorded) inside the write ``w``: decide the
     rebase, apply it through the mind layer, append its event, write the projection and the
     recall index, and refuse (nothing written) what the budget cannot hold: ``request_floor``
     is the figure of the smallest maintenance request on an empty context (None: the protocol
-    and :data:`MINIMUM_ALLOWANCE`), ``profile_tokens`` the bound profile's share of it."""
+    and :data:`MINIMUM_ALLOWANCE`), ``profile_tokens`` the bound profile's share of it.
+    ``answers``: the runtime's tool call this commit answers (its ``activation`` and ``call``
+    id), kept in the event's payload: recovery answers that call with the commit when its
+    process died before the receipt was recorded."""
     row = w.row
     changed = (
         w.changed_boundaries(tx_boundaries(tx), tx.base_version)
@@ -115,6 +119,7 @@ def commit_in(
         "base_version": tx.base_version,
         "rebased": rebased,
         "reason": tx.reason,
+        **(answers or {}),
     }
     reindex = maintain.frames_to_reindex(w, changes)  # with the old rows of their frames
     # what a rollback, revise or unrelate took out of the mind: the bodies from the old rows

@@ -476,13 +476,24 @@ class Context:
         reason: str | None = None,
         *,
         unanswered: Mapping[str, object] | None = None,
-    ) -> None:
+        observations: Iterable[Observation] = (),
+    ) -> list[ev.Event]:
         """Mark an activation delivered, failed or interrupted, recording ``reason`` and
         ``unanswered`` (requests no reply followed: those refused as too long). The same write
-        first records the outcomes of its tool calls still staged (those whose step's batch was
-        never written), as results marked ``recovered`` (:mod:`morphz.staging`). Raises
-        InputError when it is not running; of two concurrent calls, one finishes it."""
-        activating.finish(self, activation_id, state, reason, unanswered=unanswered)
+        first appends ``observations`` in its session as one batch (a delivered reply as an
+        ``agent_reply``: the reply and the end land together or not at all), then records the
+        outcomes of its tool calls still staged (those whose step's batch was never written),
+        as results marked ``recovered`` (:mod:`morphz.staging`). Returns the events of
+        ``observations``. Raises InputError when it is not running; of two concurrent calls,
+        one finishes it."""
+        return activating.finish(
+            self,
+            activation_id,
+            state,
+            reason,
+            unanswered=unanswered,
+            observations=observations,
+        )
 
     def interrupt_orphaned(
         self,
@@ -510,6 +521,8 @@ class Context:
         calibration: Calibration | None = None,
         request_floor: int | None = None,
         profile_tokens: int | None = None,
+        activation: str | None = None,
+        call: str | None = None,
     ) -> Receipt:
         """Commit a context transaction atomically, or raise a typed TxError (state untouched).
         ``budget`` (else the stored one) with ``budget_keys`` over it is what the `budget`
@@ -518,19 +531,24 @@ class Context:
         allowance for the rest): a runtime passes the budget, calibration and floor it measures
         requests with (morphz.runtime.floor). ``profile_tokens``: the profile bound to the
         agent's share of that floor, which a refusal names when the floor alone is past critical
-        and the profile is at least half of it (no frame could make room)."""
+        and the profile is at least half of it (no frame could make room). ``activation`` and
+        ``call``: the activation of ``session`` and its tool call this commit answers (a
+        runtime's context_tx), kept in the event's payload, so recovery can answer the call with
+        the commit when its process died before the receipt was recorded."""
         if not isinstance(text, str):
             raise InputError("a context transaction is text: (context-tx (base-version N) OP...)")
         check_id(session, "session id")
         committing.check_measures(budget, budget_keys, calibration, request_floor, profile_tokens)
+        answers = activating.check_call(activation, call)
         tx = check_new(read_tx(text))  # stored ones are replayed with read_tx alone
         canonical = print_tx(tx)  # the text itself when it is canonical already
         recorded = self.db.timestamp()
         with self.db.store.write(self.id) as w:
+            activating.check_owns(w, self.id, activation, session)
             return committing.commit_in(
                 w, tx, canonical, session, recorded,
                 budget=budget, budget_keys=budget_keys or {}, calibration=calibration,
-                request_floor=request_floor, profile_tokens=profile_tokens,
+                request_floor=request_floor, profile_tokens=profile_tokens, answers=answers,
             )  # fmt: skip
 
     def set_window(self, window: int, *, session: str = DEFAULT_SESSION) -> ev.Event:

@@ -4,7 +4,7 @@ as one batch (one tick at most); each is first *staged* (:func:`stage`, its own 
 store table ``staged_results``), and the batch (:func:`record`) deletes the staged rows of the
 calls it records in its own write, so an outcome is either staged or an event, never both and
 never neither. The write that ends an activation records what is still staged, marked
-``recovered`` in its meta (:func:`recovered`, :func:`flush`, and ``activating.unanswered`` for
+``recovered`` in its meta (:func:`recovered`, :func:`flush`, and ``recovery.unanswered`` for
 the last reply's calls): the outcomes of the calls that ended before a killed process recorded
 its step. Staged rows are runtime state, not history: the audit replays none."""
 

@@ -125,7 +125,11 @@ def stored_budget(r: ReadTxn) -> Budget:
 
 
 def _kernel(
-    r: ReadTxn, opts: EncodeOptions, running: list[ActivationRow], figures: str
+    r: ReadTxn,
+    opts: EncodeOptions,
+    running: list[ActivationRow],
+    figures: str,
+    scheduling: Mapping[str, Any],
 ) -> tuple[str, ...]:
     row = r.row
     return (
@@ -138,7 +142,7 @@ def _kernel(
         "(objectives" + "".join(f" {quote(o)}" for o in opts.objectives) + ")",
         "(running-activations" + "".join(f" {_running(a)}" for a in running) + ")",
         "(scheduling"
-        + "".join(f" ({k} {quote(value_text(v))})" for k, v in sorted(opts.scheduling.items()))
+        + "".join(f" ({k} {quote(value_text(v))})" for k, v in sorted(scheduling.items()))
         + ")",
         "(authority" + "".join(f" ({k} {v})" for k, v in sorted(opts.authority.items())) + ")",
         f"(pressure {figures})",
@@ -184,13 +188,7 @@ def _environment(opts: EncodeOptions) -> tuple[str, ...]:
 def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     """Compile the encoding of the context open in ``r``."""
     opts = checked(opts or EncodeOptions())
-    state = read_state(r)
-    if opts.only_observations is not None:
-        keep = opts.only_observations
-        shown = tuple(o for o in state.observations if o.seq in keep)
-        state = ActiveState(
-            state.version, state.clock, shown, state.frames, state.relations, state.checkpoints
-        )
+    state, scheduling = _shown(read_state(r), opts)
     settings = r.active.settings()  # one read: the budget and the view
     budget = budget_over(
         opts.budget or Budget.stored(settings.get("budget"), r.row.context_id), opts.budget_keys
@@ -240,19 +238,39 @@ def compile_encoding(r: ReadTxn, opts: EncodeOptions | None = None) -> Encoding:
     tail.extend([("evaluation-environment", environment), ("evaluate", "(evaluate)")])
     # every region is counted once: the kernel twice, before and after its pressure figures
     sizes = {name: part_tokens(text, opts.counter) for name, text in (*parts, *tail)}
-    draft = part_tokens(render.region("kernel", _kernel(r, opts, running, "")), opts.counter)
+    draft = _kernel(r, opts, running, "", scheduling)
+    draft_tokens = part_tokens(render.region("kernel", draft), opts.counter)
     extra = sum(part_tokens(p, opts.counter) for p in opts.extra_parts)
     # the figures' own text is counted (and calibrated) like the rest, as the slack for it
-    raw = sum(sizes.values()) + draft + extra + PRESSURE_SLACK
+    raw = sum(sizes.values()) + draft_tokens + extra + PRESSURE_SLACK
     measured = figure(raw, opts.calibration, opts.counter)
     level = pressure(measured.tokens + opts.framing, measured.kind, budget)
-    items["kernel"] = _kernel(r, opts, running, pressure_figures(level))
+    items["kernel"] = _kernel(r, opts, running, pressure_figures(level), scheduling)
     parts.append(("kernel", render.region("kernel", items["kernel"])))
     sizes["kernel"] = part_tokens(parts[-1][1], opts.counter)
     parts.extend(tail)
     text, regions = _assemble(parts, sizes, opts)
     lengths = tuple(len(item) for item in inbox)
     return Encoding(text, regions, level, state, sessions, opts, lengths, items, frames, view)
+
+
+def _shown(state: ActiveState, opts: EncodeOptions) -> tuple[ActiveState, Mapping[str, Any]]:
+    """The state the encoding shows and the kernel's scheduling facts. A maintenance batch
+    (``only_observations``) shows only those of its observations still active in this
+    snapshot, and its scheduling states how many it shows of the active ones it read (the
+    ``batch`` fact, the protocol's capacity entry): counted here, from the snapshot the request
+    shows, since another process may retire or add observations between the runtime's
+    compiles."""
+    keep = opts.only_observations
+    if keep is None:
+        return state, opts.scheduling
+    shown = tuple(o for o in state.observations if o.seq in keep)
+    total, count = len(state.observations), len(shown)
+    batch = f"{count} of {total} shown, {total - count} left out"
+    state = ActiveState(
+        state.version, state.clock, shown, state.frames, state.relations, state.checkpoints
+    )
+    return state, {**opts.scheduling, "batch": batch}
 
 
 def _capabilities(text: str) -> str:

@@ -21,8 +21,9 @@ approvals, the receipts of your transactions, your replies as agent_reply) in ar
 immutable, each with a ref like @e42, the clock tick it arrived at (its age is the kernel's
 clock minus that tick) and any meta kept with it (a tool result's tool, call id and whether it
 is an error; recovered: the call ended before its process died, and this is its result, recorded
-after; a call cut off by such a death gets an error result saying it may have run); a long
-one shows its head and tail with a marker naming its ref and size: read the rest with recall.
+after; a call cut off by such a death gets a result saying what the log shows of it: it
+committed, it did not run, or it may have run); a long one shows its head and tail with a marker
+naming its ref and size: read the rest with recall.
 observation-state: the inbox items that are protected or cited by frames (cited-by: how many
 frames, retiring and retired ones included); an item not listed is neither, but a running
 activation's root is protected.

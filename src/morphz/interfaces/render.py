@@ -214,7 +214,8 @@ def activity_line(e: Event) -> str:
         failed = " (error)" if meta.get("error") else ""
         return f"{e.ref} {_flat(meta.get('tool', 'tool'))}{failed}: {_preview(e.text, 70)}"
     if e.kind in ("approval_request", "approval_result"):
-        said = e.text or _json_text(payload, sort_keys=True)
+        shown = {k: v for k, v in payload.items() if k != "activation"}  # the call's own
+        said = e.text or _json_text(shown, sort_keys=True)
         return f"{e.ref} {e.kind}: {_preview(said, 70)}"
     return event_line(e)
 

@@ -90,6 +90,8 @@ async def _context_tx(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
             calibration=tc.calibration,
             request_floor=tc.request_floor,
             profile_tokens=tc.profile_tokens,
+            activation=tc.activation,
+            call=tc.call,
         )
     except MorphzError as exc:
         return ToolOutcome(result_json({"ok": False, "error": exc.to_dict()}), error=True)

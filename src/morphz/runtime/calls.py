@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from asyncio import Future
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -113,7 +114,7 @@ class Calls:
             said = result_json({"ok": False, "error": exc.to_dict()})
             return tool, ToolOutcome(said, error=True, ran=False)
         try:
-            return tool, await run_guarded(tool, args, self.tc)
+            return tool, await run_guarded(tool, args, replace(self.tc, call=valid_text(call.id)))
         except (asyncio.CancelledError, KeyboardInterrupt):  # stopped while the tool ran
             if tool.external:  # its effect (the workspace) is nowhere else in the context;
                 # context_tx and recall record their own events, which show what landed
@@ -129,6 +130,7 @@ class Calls:
         if tool.policy == "deny":
             return False
         request = {"tool": tool.name, "arguments": args, "call": valid_text(call.id)}
+        request["activation"] = self.tc.activation  # recovery: asked, and never answered
         asked = await self.tc.in_thread(
             self.e.ctx.record, ev.APPROVAL_REQUEST, None, payload=request, session=self.session
         )

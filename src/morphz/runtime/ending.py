@@ -11,6 +11,7 @@ from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from morphz.errors import InputError, StoreBusyError
+from morphz.observe import Observation
 from morphz.runtime.refusals import Refusals
 
 if TYPE_CHECKING:
@@ -43,6 +44,18 @@ class Ending:
         # its interruption is being recorded (a second Ctrl-C), or cancelled as it started: its
         # writes stop waiting for a store another process holds
         self.give_up = give_up
+        self.reply: Observation | None = None  # the agent_reply a delivered end appends
+
+    async def deliver(self, reply: str, text: str, note: str | None) -> None:
+        """End the activation delivered with ``text``, the reply of the model_reply ``reply``
+        (its ref): it enters the session's inbox as an ``agent_reply`` (no tick), so later
+        activations see what the agent told the user and can retire it like anything else,
+        in the write that records the end. The reply and the end land together or not at all:
+        a process killed between two writes left a reply in the inbox of an activation that
+        recovery then recorded interrupted."""
+        meta = {"reply": reply, "activation": self.activation}
+        self.reply = Observation("agent_reply", text, meta=meta)
+        await self.finish("delivered", note)
 
     async def interrupted(self, reason: str) -> None:
         """End the activation as interrupted: the work still being written lands first, then
@@ -93,7 +106,8 @@ class Ending:
 
     async def finish(self, state: str, reason: str | None) -> None:
         """Record the activation's end, then take it as ended: if the record fails, the state
-        stays running, so the caller's cleanup (``interrupted``) records it again. Requests the
+        stays running, so the caller's cleanup (``interrupted``) records it again (without the
+        reply :meth:`deliver` was to append). Requests the
         provider refused as too long that no reply followed are recorded with the end (the
         payload's ``unanswered``), and the reason says so."""
         if self.result.state != "running":
@@ -103,8 +117,11 @@ class Ending:
         finish = self.ctx.finish_activation
         if unanswered is not None:
             finish = partial(finish, unanswered=unanswered)
+        if state == "delivered" and self.reply is not None:
+            finish = partial(finish, observations=[self.reply])
         try:
-            await asyncio.to_thread(finish, self.activation, state, reason)
+            events = await asyncio.to_thread(finish, self.activation, state, reason)
+            self.result.events.extend(e.ref for e in events)
         except InputError:
             # not running any more: its end is recorded already, by an earlier finish of ours
             # whose caller was cancelled as it wrote, or by another process that interrupted it.

@@ -17,7 +17,6 @@ from morphz.capacity import resume_below, select_batch
 from morphz.encoding.compile import Encoding
 from morphz.encoding.tokens import estimate_tokens
 from morphz.ids import ref_seq
-from morphz.observe import Observation
 from morphz.runtime import batches
 from morphz.runtime.calls import Calls
 from morphz.runtime.costs import output_tokens
@@ -84,7 +83,6 @@ class Run:
         self.refusals = Refusals()  # what too-long refusals taught (a ceiling)
         self.result = ActivationResult(activation, session, "running", None, 0)
         self._pending_failure = "even the minimum maintenance request does not fit"
-        self.active_observations = 0  # in the context, when the last batch was chosen
         self.produced: set[int] = set()  # the observations this activation's steps produced
         self.previous: set[int] = set()  # ... the previous step
         config = engine.config
@@ -245,20 +243,16 @@ class Run:
             maintenance=maintenance,
             activation=self.activation,
             objectives=(self.objective,),
-            scheduling=self._scheduling(maintenance, only),
+            scheduling=self._scheduling(maintenance),
             only_observations=only,
         )
         return await asyncio.to_thread(self.e.ctx.encode, options)
 
-    def _scheduling(self, maintenance: bool, only: frozenset[int] | None) -> dict[str, str]:
-        """The kernel's scheduling facts: the mode, after a too-long refusal the tokens a
-        request must stay under, and in a batch how many of the active observations its inbox
-        shows (the protocol's capacity entry)."""
-        facts = {"mode": "maintenance" if maintenance else "work", **self.refusals.facts()}
-        if only is not None:
-            total = self.active_observations
-            facts["batch"] = f"{len(only)} of {total} shown, {total - len(only)} left out"
-        return facts
+    def _scheduling(self, maintenance: bool) -> dict[str, str]:
+        """The kernel's scheduling facts: the mode, and after a too-long refusal the tokens a
+        request must stay under. A batch's compile adds how many of the active observations its
+        inbox shows, counted in the snapshot it shows (encoding.compile)."""
+        return {"mode": "maintenance" if maintenance else "work", **self.refusals.facts()}
 
     # -- a maintenance batch
 
@@ -267,7 +261,6 @@ class Run:
         observations that fit within the hard limit and a refusal's ceiling (those it offers
         first, then the oldest); None when even the minimum does not fit (the reason is kept).
         ``full``: the whole request, which does not fit."""
-        self.active_observations = len(full.state.observations)
         found = await self._minimum(full)
         if found is None:
             return None
@@ -364,18 +357,9 @@ class Run:
                 await self.end.finish("failed", said)
                 return True
             self.result.reply = valid_text(response.text)
-            await self._observe_reply(reply)
-            await self.end.finish("delivered", note)
+            await self.end.deliver(reply, self.result.reply, note)
             return True
         await self.calls.run_reply(reply, response.tool_calls, note, self.maintenance)
         self.previous = {ref_seq(ref) for ref in self.result.events[start:]}
         self.produced |= self.previous
         return False
-
-    async def _observe_reply(self, ref: str) -> None:
-        """The delivered reply enters the session's inbox as an agent_reply (no tick), so later
-        activations see what the agent told the user, and can retire it like anything else."""
-        meta = {"reply": ref, "activation": self.activation}
-        answer = Observation("agent_reply", self.result.reply or "", meta=meta)
-        events = await self.tc.in_thread(self.e.ctx.observe_batch, [answer], session=self.session)
-        self.result.events.extend(e.ref for e in events)

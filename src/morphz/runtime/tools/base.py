@@ -83,6 +83,7 @@ class ToolContext:
     # beside the frames (None: committing's allowance)
     request_floor: int | None = None
     profile_tokens: int | None = None  # ... and the bound profile's share of it (None: none)
+    call: str | None = None  # the id of the tool call being run (context_tx's commit keeps it)
     # the activation's work still running in threads (see in_thread)
     pending: set[asyncio.Future[Any]] = field(default_factory=set)
     # set when a caller of in_thread is cancelled: work that can stop early (a child process
