@@ -4,7 +4,8 @@ each call of its last model reply that none of its own results answers, saying w
 shows of it. A call's staged outcome is its result (:mod:`morphz.staging`); a recall may be
 answered by the result it delivered; a ``context_tx`` whose commit names the call committed
 (whole), and one no commit names did not; a call awaiting approval did not run, and one denied
-was not approved; any other call may have run."""
+was not approved; a call after the one that was running had not started; any other call may
+have run."""
 
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ def unanswered(r: ReadTxn, act: ActivationRow, reason: str) -> tuple[list[Result
     }
     results: list[Result] = []
     used: list[int] = []
+    in_order = reply.payload.get("staged_calls") is True  # see :func:`_not_started`
+    running: str | None = None  # the call that was running, when that is known
     for position, call in enumerate(reply.payload.get("tool_calls", [])):
         name, call_id = call.get("name"), call.get("id")
         if not isinstance(call_id, str) or call_id in trail.answered:
@@ -63,7 +66,11 @@ def unanswered(r: ReadTxn, act: ActivationRow, reason: str) -> tuple[list[Result
             trail.recalled -= 1
             continue
         after = f"{reason} after the model asked for this call ({reply.ref})"
-        text, error = _told(str(name), call_id, trail, after)
+        if running is not None:
+            text, error = _not_started(str(name), running, after), True
+        else:
+            text, error = _told(str(name), call_id, trail, after)
+            running = f"{name}, call {call_id}" if in_order else None
         meta = {"tool": name, "call": call_id, "error": error}
         results.append(
             (appending.check(appending.Observation("tool_result", text, meta=meta)), False)
@@ -89,6 +96,19 @@ def _told(name: str, call: str, trail: Trail, after: str) -> tuple[str, bool]:
         f"{name} has no result: {after}, so it may have run, in whole or in part, or not at "
         "all; check before running it again",
         True,
+    )
+
+
+def _not_started(name: str, running: str, after: str) -> str:
+    """What recovery says of a call after the one that was running when its process died. A
+    reply whose payload says ``staged_calls`` (written since calls were staged) ran its calls
+    one after another, each outcome staged as it ended: the first call with nothing staged was
+    running, or waiting for approval, and none after it had started. Replies of earlier
+    releases, whose outcomes were kept in memory until the step's batch, say nothing of it:
+    every unanswered call of theirs may have run."""
+    return (
+        f"{name} did not run: {after}, while an earlier call of the same reply ({running}) had "
+        "not ended, and calls run one after another; call it again if it is still wanted"
     )
 
 

@@ -188,6 +188,8 @@ class Engine:
         one way."""
         if self.counter is None and self.config.exact_tokens and not self._runs:
             self.counter = exact_counter(self.model.name, wait=0.0)
+            if self.counter is not None:  # the floors were counted with estimates
+                self.measured = Floors(store_folder(self.ctx))
 
     async def _run(self, prompt: str, session: str, goal: str | None) -> ActivationResult:
         floors = await asyncio.to_thread(self.floors)

@@ -26,6 +26,8 @@ def reply_payload(
         for c in response.tool_calls
     ]
     payload: dict[str, Any] = {"activation": activation, "tool_calls": calls, "request": sent}
+    if calls:  # run one after another, each outcome staged as it ends (recovery reads it)
+        payload["staged_calls"] = True
     if response.cut:  # the output limit or the window stopped it: text or calls partial
         payload["cut"] = cut_kind(response)
     if response.stop:  # the provider stopped it (a refusal, a content filter)
