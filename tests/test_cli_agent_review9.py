@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 import morphz
 from agents import invoke as _invoke
 from agents import script_spec as _script
-from loopback import Request, Server, anthropic_message, keep_alive
+from loopback import Request, Server, anthropic_message, keep_alive, openai_completion
 from morphz.capacity import Budget
 from morphz.interfaces import cli_agent
 from morphz.interfaces.cli import main
@@ -34,16 +34,7 @@ from stores import user_config
 
 
 def openai_reply(text: str) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-loop",
-        "object": "chat.completion",
-        "created": 1_764_460_000,
-        "model": "loop-model",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-        ],
-        "usage": {"prompt_tokens": 3000, "completion_tokens": 5, "total_tokens": 3005},
-    }
+    return openai_completion(text, prompt_tokens=3000, completion_tokens=5)
 
 
 @contextmanager

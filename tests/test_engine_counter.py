@@ -74,18 +74,21 @@ def _figure(request: ModelRequest) -> str:
     return re.findall(r"\(figure (\w+)\)", request.encoding)[-1]
 
 
-def test_the_tokenizer_that_arrives_later_counts_from_the_next_activation(
-    ctx: morphz.Context, workspace: Path, slow_tiktoken: threading.Event
-) -> None:
+def _noting(ctx: morphz.Context, config: RuntimeConfig) -> tuple[Engine, list[str]]:
+    """An engine whose model replies at once, and the figure kind each request stated."""
     figures: list[str] = []
 
     def model(request: ModelRequest) -> ModelResponse:
         figures.append(_figure(request))
         return ModelResponse("done")
 
-    engine = Engine(
-        ctx, FunctionModel(model, MODEL), build_tools(Settings()), RuntimeConfig(workspace)
-    )
+    return Engine(ctx, FunctionModel(model, MODEL), build_tools(Settings()), config), figures
+
+
+def test_the_tokenizer_that_arrives_later_counts_from_the_next_activation(
+    ctx: morphz.Context, workspace: Path, slow_tiktoken: threading.Event
+) -> None:
+    engine, figures = _noting(ctx, RuntimeConfig(workspace))
     assert engine.counter is None  # not arrived: estimates for now
     assert asyncio.run(engine.run("first", session="s1")).state == "delivered"
     _land(slow_tiktoken)
@@ -127,14 +130,7 @@ def test_an_activation_keeps_the_counting_it_started_with(
 def test_an_engine_told_to_estimate_never_takes_the_tokenizer(
     ctx: morphz.Context, workspace: Path, slow_tiktoken: threading.Event
 ) -> None:
-    figures: list[str] = []
-
-    def model(request: ModelRequest) -> ModelResponse:
-        figures.append(_figure(request))
-        return ModelResponse("done")
-
-    config = RuntimeConfig(workspace, exact_tokens=False)
-    engine = Engine(ctx, FunctionModel(model, MODEL), build_tools(Settings()), config)
+    engine, figures = _noting(ctx, RuntimeConfig(workspace, exact_tokens=False))
     _land(slow_tiktoken)
     assert asyncio.run(engine.run("first", session="s1")).state == "delivered"
     assert figures == ["estimated"] and engine.counter is None

@@ -38,10 +38,10 @@ from morphz.runtime.models.scripted import FunctionModel
 where = sys.argv[2]
 finish, stage = ending.Ending.finish, staging.stage
 
-async def killed_before_the_end(self, state, reason):
+async def killed_before_the_end(self, state, reason, *more):
     if where == "before-the-end" and state == "delivered":
         os.kill(os.getpid(), signal.SIGKILL)
-    return await finish(self, state, reason)
+    return await finish(self, state, reason, *more)
 
 def killed_before_staging(ctx, session, activation, reply_seq, outcome):
     if where == "before-staging" and outcome.observation.kind == "tx_receipt":

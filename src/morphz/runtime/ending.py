@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
@@ -44,7 +44,6 @@ class Ending:
         # its interruption is being recorded (a second Ctrl-C), or cancelled as it started: its
         # writes stop waiting for a store another process holds
         self.give_up = give_up
-        self.reply: Observation | None = None  # the agent_reply a delivered end appends
 
     async def deliver(self, reply: str, text: str, note: str | None) -> None:
         """End the activation delivered with ``text``, the reply of the model_reply ``reply``
@@ -54,8 +53,7 @@ class Ending:
         a process killed between two writes left a reply in the inbox of an activation that
         recovery then recorded interrupted."""
         meta = {"reply": reply, "activation": self.activation}
-        self.reply = Observation("agent_reply", text, meta=meta)
-        await self.finish("delivered", note)
+        await self.finish("delivered", note, (Observation("agent_reply", text, meta=meta),))
 
     async def interrupted(self, reason: str) -> None:
         """End the activation as interrupted: the work still being written lands first, then
@@ -104,21 +102,21 @@ class Ending:
         await self.tc.settle(self.give_up.set)
         await self.finish("interrupted", reason)
 
-    async def finish(self, state: str, reason: str | None) -> None:
-        """Record the activation's end, then take it as ended: if the record fails, the state
-        stays running, so the caller's cleanup (``interrupted``) records it again (without the
-        reply :meth:`deliver` was to append). Requests the
+    async def finish(
+        self, state: str, reason: str | None, observations: Sequence[Observation] = ()
+    ) -> None:
+        """Record the activation's end, with ``observations`` appended in the same write (a
+        delivered reply), then take it as ended: if the record fails, the state stays running,
+        so the caller's cleanup (``interrupted``) records it again (without them). Requests the
         provider refused as too long that no reply followed are recorded with the end (the
         payload's ``unanswered``), and the reason says so."""
         if self.result.state != "running":
             return
         unanswered = self.refusals.unanswered()
         reason = self.refusals.ended(reason)
-        finish = self.ctx.finish_activation
-        if unanswered is not None:
-            finish = partial(finish, unanswered=unanswered)
-        if state == "delivered" and self.reply is not None:
-            finish = partial(finish, observations=[self.reply])
+        finish = partial(
+            self.ctx.finish_activation, unanswered=unanswered, observations=observations
+        )
         try:
             events = await asyncio.to_thread(finish, self.activation, state, reason)
             self.result.events.extend(e.ref for e in events)
