@@ -168,6 +168,13 @@ class RecordNotFoundError(MorphzError):
 class StoreError(MorphzError):
     code = "store"
 
+    def __init__(self, message: str, *, cause: str | None = None) -> None:
+        super().__init__(message)
+        #: what failed and what to do about it, without what ``message`` says of one command
+        #: (that nothing was changed, to run it again): for a caller whose earlier writes
+        #: stand, such as an agent run that had recorded steps before this write failed
+        self.cause = message if cause is None else cause
+
 
 class DamagedStoreError(StoreError):
     """A row of the store cannot be read (text that is not UTF-8, meta that is not JSON): the

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
-from morphz.errors import InputError, StoreBusyError
+from morphz.errors import InputError, StoreBusyError, StoreError
 from morphz.observe import Observation
 from morphz.runtime.refusals import Refusals
 
@@ -61,7 +61,8 @@ class Ending:
         Cancelled again meanwhile (a second Ctrl-C), it still waits for its writes, but they
         give up waiting for a store another process holds (:attr:`give_up`): a busy store then
         leaves the activation running, for ``Context.interrupt_orphaned`` to mark, with a
-        StoreBusyError that says so."""
+        StoreBusyError that says so (a store that fails otherwise, full or failing, too, with
+        its StoreError)."""
         await self.tc.settle(self.give_up.set)
         job = asyncio.ensure_future(self._interrupted(reason))
         failed = await despite_cancellation(job, self.give_up.set)
@@ -74,19 +75,33 @@ class Ending:
         this task too, and a task that ends there with an error is logged with a traceback."""
         try:
             await self._record_interruption(reason)
-        except StoreBusyError as exc:
-            cid = self.ctx.id
-            unrecorded = StoreBusyError(
-                f"{exc.message}; activation {self.activation} could not be recorded "
-                f"interrupted, so it is still marked running: `morphz context recover {cid}` "
-                "(Context.interrupt_orphaned) marks it once this process has ended, as the "
-                "next exec or chat does"
-            )
-            unrecorded.__cause__ = exc
-            return unrecorded
+        except StoreError as exc:  # busy, full, failing: the run's earlier steps stand
+            return self._left_running(exc)
         except BaseException as exc:  # raised by interrupted(), not lost
             return exc
         return None
+
+    def _left_running(self, exc: StoreError) -> StoreError:
+        """What to raise when ``exc`` kept the interruption from being recorded: what failed
+        (not that nothing was changed: the run's prompt and earlier steps were recorded), and
+        that the activation is still marked running, with what marks it."""
+        unrecorded = type(exc)(
+            f"{exc.cause}; activation {self.activation} could not be recorded interrupted, so "
+            "it is still marked running (its prompt and the steps recorded before stay in the "
+            f"store): `morphz context recover {self.ctx.id}` (Context.interrupt_orphaned) marks "
+            "it once this process has ended, as the next exec or chat does"
+        )
+        unrecorded.__cause__ = exc
+        return unrecorded
+
+    def stopped(self, exc: StoreError) -> StoreError:
+        """What to raise for ``exc``, a store failure that stopped the run, once the
+        interruption was recorded: what failed, and what the store holds of the run (not that
+        nothing was changed, as a command of one write would say)."""
+        return type(exc)(
+            f"{exc.cause}; activation {self.activation} was recorded interrupted, after its "
+            f"prompt and the steps recorded before (`morphz context events {self.ctx.id}`)"
+        )
 
     async def _record_interruption(self, reason: str) -> None:
         try:

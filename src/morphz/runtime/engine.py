@@ -245,6 +245,8 @@ class Engine:
         except Exception as exc:  # a bug or an unexpected error of the model: say which
             said = f"an unexpected error stopped the activation: {type(exc).__name__}: {exc}"
             await run.end.interrupted(said[:2000])
+            if isinstance(exc, StoreError):  # it failed one write of several: say what stands
+                raise run.end.stopped(exc) from exc
             raise
         except BaseException as exc:
             try:

@@ -30,7 +30,7 @@ from morphz.errors import (
 )
 from morphz.mind.state import GENESIS_HEAD
 from morphz.store.base import ContextRow
-from morphz.store.sqlite_files import damage, explained, os_advice
+from morphz.store.sqlite_files import damage, explained, os_advice, write_failed
 from morphz.store.sqlite_migrations import (
     WRITER_GUARD,
     applied,
@@ -48,12 +48,16 @@ from morphz.store.sqlite_paths import (
 )
 from morphz.store.sqlite_recall import SqliteRecall
 from morphz.store.sqlite_txn import SqliteRead, SqliteWrite
-from morphz.store.sqlite_wal import WalFile, refuse_lost_wal
+from morphz.store.sqlite_wal import StoreFile, WalFile, refuse_lost_wal, refuse_moved_store
 from morphz.store.waiting import GIVE_UP, GIVING_UP_TRY_MS, given_up
 
 _CONTEXT_COLS = (
     "context_id, created_at, version, clock, last_seq, head, window, initial_window, "
     "order_max, barrier"
+)
+# what a write reads once it holds the lock: the schema, and the data version (store/sqlite_wal)
+_CHECKED = (
+    "SELECT max(number), (SELECT data_version FROM pragma_data_version) FROM schema_migrations"
 )
 CLOSED = "the store is closed: open it again with morphz.open(path)"
 _migrations, _statements = bundled, statements  # the names tools and tests import from here
@@ -145,6 +149,8 @@ class SqliteStore:
             self._close_writer = weakref.finalize(self, _close_writer, writer)
             self._wal = WalFile(self.path)  # the writer has just opened it
             self._migrate()
+            version = writer.execute("PRAGMA data_version").fetchone()[0]
+            self._store_file = StoreFile(self.path, self._file, version)
         except BaseException as exc:
             if writer is not None:  # a store that does not open keeps no connection
                 writer.close()
@@ -470,7 +476,7 @@ class SqliteStore:
                     conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
                     message = f"write to {self.path} failed: {exc}"
-                    raise StoreError(explained(message, exc, self.path)) from exc
+                    raise write_failed(message, exc, self.path) from exc
                 if isinstance(exc, UnicodeEncodeError):
                     raise not_unicode(exc, "text given to the store") from exc
                 raise
@@ -479,13 +485,17 @@ class SqliteStore:
                 written.discard(self._file)
 
     def _check_writable(self, conn: sqlite3.Connection) -> None:
-        """What a write checks once it holds the lock: the store's ``-wal`` is still the file
-        the writer has open (see store/sqlite_wal.py), and no newer Morphz migrated the store
-        since it was opened (its rules are not this process's). One ``stat`` and one indexed
-        read of a one-page table."""
+        """What a write checks once it holds the lock: the store file and its ``-wal`` are
+        still the files the writer has open (see store/sqlite_wal.py), and no newer Morphz
+        migrated the store since it was opened (its rules are not this process's). Two
+        ``stat`` and one indexed read of a one-page table (with the data version)."""
+        moved = self._store_file.moved()
+        if moved is not None:
+            raise refuse_moved_store(conn, self._store_file, moved)
         if self._wal.replaced():
             raise refuse_lost_wal(conn, self.path)
-        schema = conn.execute("SELECT max(number) FROM schema_migrations").fetchone()[0]
+        schema, version = conn.execute(_CHECKED).fetchone()
+        self._store_file.version = version  # no other connection can write until this ends
         if schema > self._newest:
             raise SchemaError(
                 f"{self.path} was upgraded to schema {schema} by a newer Morphz while this "
@@ -593,4 +603,7 @@ class SqliteStore:
                     holder.conn.close()
             self._readers = []  # the busy ones are closed by their threads as their reads end
         with self._write_lock:
-            self._close_writer()
+            try:  # SQLite leaves a moved store's -wal to the file now at the path
+                self._store_file.settle_closing(self._writer)
+            finally:
+                self._close_writer()

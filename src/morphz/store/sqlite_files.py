@@ -7,9 +7,12 @@ check of the file itself)."""
 from __future__ import annotations
 
 import os
+import resource
 import shlex
 import sqlite3
 from pathlib import Path
+
+from morphz.errors import StoreError
 
 # SQLite's primary result codes (the low byte of an extended code)
 _CORRUPT, _READONLY, _CANTOPEN, _NOTADB, _IOERR, _FULL = 11, 8, 14, 26, 10, 13
@@ -23,25 +26,34 @@ NOT_A_STORE = (
 )
 DAMAGED = (
     "the store file is damaged: run `morphz context audit` to see where, and restore the "
-    "store from a backup; nothing was changed"
+    "store from a backup"
 )
 
 
-def advice(exc: sqlite3.Error, path: Path, *, opening: bool = False) -> str:
+def advice(exc: sqlite3.Error, path: Path, *, opening: bool = False, alone: bool = True) -> str:
     """What to do about the driver error ``exc`` on the store at ``path`` (``opening`` it, or
-    reading or writing it once open), or "" when there is nothing to add to SQLite's message."""
+    reading or writing it once open), or "" when there is nothing to add to SQLite's message.
+    ``alone``: the failed read or write is all the command did, so nothing was changed (an
+    agent run's write is not: the run's steps before it stand)."""
     code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
     if code in (_CORRUPT, _NOTADB):
-        return NOT_A_STORE if opening else DAMAGED
+        return NOT_A_STORE if opening else _unchanged(DAMAGED, alone)
     if code == _CANTOPEN:
         return a_folder(path) or read_only_media(path) or unreadable(path) or unwritable(path)
     if code == _READONLY or "readonly" in str(exc):
         return read_only_media(path) or unwritable(path)
     if code == _FULL or (code == _IOERR and _low_space(path)):
-        return full(path)
-    if code == _IOERR and opening:
-        return LOST_WAL
+        return _unchanged(full(path), alone, ": run the command again once there is room")
+    if code == _IOERR:
+        refused = _unchanged(io_refused(path), alone)
+        return f"{LOST_WAL}; otherwise {refused}" if _lost_wal(path) else refused
     return ""
+
+
+def _unchanged(said: str, alone: bool, then: str = "") -> str:
+    """``said``, and when the failure is the command's only write (``alone``), that nothing
+    was changed (and ``then``, what to do next)."""
+    return f"{said}; nothing was changed{then}" if alone else said
 
 
 def os_advice(path: Path) -> str:
@@ -55,8 +67,40 @@ def os_advice(path: Path) -> str:
 LOST_WAL = (
     "when another process has the store open and its -wal file was deleted meanwhile, that "
     "process's next write copies what it wrote into the store and lets it open again (or end "
-    "that process); otherwise check the disk"
+    "that process)"
 )
+_SHM_SIZE = 32 * 1024  # the -shm file of a store some process has open
+
+
+def _lost_wal(path: Path) -> bool:
+    """Whether the store's files look as they do when another process has it open and its
+    -wal was deleted: a whole -shm file (that process's), and no -wal or an empty one (made
+    by this open). A -shm cut short by a file size limit is smaller."""
+    shm, wal = Path(f"{path}-shm"), Path(f"{path}-wal")
+    try:
+        return shm.stat().st_size >= _SHM_SIZE and (not wal.exists() or not wal.stat().st_size)
+    except OSError:  # gone meanwhile: not that case
+        return False
+
+
+def io_refused(path: Path) -> str:
+    """That the system refused to read or write the store's files though their file system has
+    room (an I/O error there, such as EFBIG or EDQUOT), what may have refused it, and what to
+    do."""
+    free = free_space(path)
+    room = "" if free is None else f" ({free:,} bytes free)"
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY:
+        cause = (
+            f"this process may not write files past {limit:,} bytes (a file size limit: ulimit "
+            "-f, systemd's LimitFSIZE): raise it, or check for a disk quota"
+        )
+    else:
+        cause = "check for a disk quota or a file size limit (ulimit -f), then the disk itself"
+    return (
+        f"the system refused to read or write the store's files though the file system holding "
+        f"{path} has room{room}: {cause}"
+    )
 
 
 def _file_system(path: Path) -> os.statvfs_result | None:
@@ -107,16 +151,27 @@ def full(path: Path) -> str:
     free = free_space(path)
     left = "" if free is None else f" ({free:,} bytes free)"
     return (
-        f"the file system holding {path} is full{left}: nothing was changed; free some space "
-        "on it (or move the store to a file system with room) and run the command again"
+        f"the file system holding {path} is full{left}: free some space on it (or move the "
+        "store to a file system with room)"
     )
 
 
-def explained(message: str, exc: sqlite3.Error, path: Path, *, opening: bool = False) -> str:
+def explained(
+    message: str, exc: sqlite3.Error, path: Path, *, opening: bool = False, alone: bool = True
+) -> str:
     """``message`` (which ends with the driver's), followed by :func:`advice` when there is
     some."""
-    more = advice(exc, path, opening=opening)
+    more = advice(exc, path, opening=opening, alone=alone)
     return f"{message}: {more}" if more else message
+
+
+def write_failed(message: str, exc: sqlite3.Error, path: Path) -> StoreError:
+    """The StoreError of a write to the store at ``path`` that failed with the driver error
+    ``exc`` (``message`` ends with it): the message is worded for a command that made only
+    this write, its ``cause`` for one whose earlier writes stand (an agent run)."""
+    return StoreError(
+        explained(message, exc, path), cause=explained(message, exc, path, alone=False)
+    )
 
 
 def _denied(path: Path, mode: int) -> list[Path]:
