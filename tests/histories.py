@@ -78,6 +78,7 @@ class History:
         self.active: list[str] = []  # refs of active, unprotected observations
         self.frames: list[str] = []
         self.retiring: set[str] = set()
+        self.revisions = 0  # numbers each revise, so none restates the body it replaces
 
     def play(self, step: tuple[object, ...]) -> None:
         ctx, op = self.ctx, step[0]
@@ -100,7 +101,8 @@ class History:
             _, pick, text = step
             assert isinstance(pick, int) and isinstance(text, str)
             fid = self.frames[pick % len(self.frames)]
-            tx(ctx, f"(revise {fid} (note {quote(text)}) (rev {pick}))")
+            self.revisions += 1  # a revise that changes nothing is refused (review 20b)
+            tx(ctx, f"(revise {fid} (note {quote(text)}) (rev {pick} {self.revisions}))")
             self.retiring.discard(fid)
         elif op == "retire-frame":
             candidates = [f for f in self.frames if f not in self.retiring]

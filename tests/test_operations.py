@@ -669,11 +669,15 @@ def test_checkpoint_then_rollback_restores_the_mind_exactly(ctx: morphz.Context)
 
 
 def test_rollback_right_after_checkpoint_changes_nothing(ctx: morphz.Context) -> None:
+    """It would change nothing, so it is refused like any no-op (review 20b): before, it
+    committed, taking a version and raising the rollback barrier for nothing."""
     _busy_mind(ctx)
     commit(ctx, "(checkpoint cp)")
-    before = ctx.mind()
-    commit(ctx, "(rollback cp)")
+    before, version = ctx.mind(), ctx.version
+    with pytest.raises(ValidationError, match="the mind is at checkpoint 'cp' already"):
+        commit(ctx, "(rollback cp)")
     after = ctx.mind()
+    assert ctx.version == version
     assert (after.frames, after.relations, after.checkpoints) == (
         before.frames,
         before.relations,

@@ -345,8 +345,6 @@ REFUSED_TEXTS: list[tuple[str, int, int, str]] = [
     ('(context-tx (base-version 1) (create a b)) "s"', 1, 44, "stray text"),
     ("(context-tx (base-version 1) (create a b)))", 1, 43, "unbalanced ')'"),
     ("(context-tx (base-version 1)\n  (create a b)", 1, 1, "unbalanced '('"),
-    ('(context-tx (base-version 1) (create a "b))', 1, 40, "unterminated string"),
-    ('(context-tx (base-version 1) (create a "b\\n"))', 1, 42, "unknown escape"),
     ("(derive a (from b) c)", 1, 1, "expected (context-tx"),
     ("(context tx)", 1, 1, "expected (context-tx"),
     ('"context-tx"', 1, 1, "expected (context-tx"),
@@ -402,6 +400,25 @@ def test_refused_envelope_names_line_and_column(
     err = info.value
     assert err.code == "parse"
     assert err.op is None
+    assert fragment in err.message
+    assert (err.line, err.column) == (line, column), err.message
+
+
+# reader errors inside an operation name it (review 20b): (text, line, column, fragment)
+REFUSED_IN_CREATE: list[tuple[str, int, int, str]] = [
+    ('(context-tx (base-version 1) (create a "b))', 1, 40, "unterminated string"),
+    ('(context-tx (base-version 1) (create a "b\\n"))', 1, 42, "unknown escape"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "column", "fragment"), REFUSED_IN_CREATE)
+def test_a_reader_error_inside_an_operation_names_it(
+    text: str, line: int, column: int, fragment: str
+) -> None:
+    with pytest.raises(ParseError) as info:
+        parse_tx(text)
+    err = info.value
+    assert (err.op, err.op_index) == ("create", 0)
     assert fragment in err.message
     assert (err.line, err.column) == (line, column), err.message
 

@@ -113,8 +113,8 @@ def test_exact_version_ops_commit_on_the_current_version(ctx: morphz.Context) ->
 
 def test_nothing_rebases_across_a_rollback(ctx: morphz.Context) -> None:
     base = _setup(ctx)
-    ctx.commit(f"(context-tx (base-version {base}) (checkpoint cp))")
-    stale = ctx.version
+    ctx.commit(f"(context-tx (base-version {base}) (checkpoint cp) (create later (l 1)))")
+    stale = ctx.version  # (a rollback that changes nothing is refused: this one removes later)
     ctx.commit(f'(context-tx (base-version {stale}) (reason "undo") (rollback cp))')
     with pytest.raises(morphz.ConflictError) as info:
         ctx.commit(f"(context-tx (base-version {stale}) (create fresh (f 1)))")

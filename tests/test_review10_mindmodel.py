@@ -41,6 +41,7 @@ from agents import SMALL_BUDGET
 from agents import region_tokens as _region
 from histories import Clock
 from histories import tx as _tx
+from morphz.activating import RESTORED_REASON
 from morphz.errors import BudgetError, InputError
 from morphz.txlang.sexpr import quote
 
@@ -237,6 +238,8 @@ def apply_ops(m: Model, ops: list[tuple], reason: str | None, session: str) -> t
             f = frame(fid)
             srcs = f.sources if srcs is None else tuple(srcs)
             check_sources(srcs)
+            if f.lifecycle == "active" and (f.body, f.sources) == (body, srcs):
+                raise Refused("validation")  # a revise that changes nothing (review 20b)
             if f.lifecycle != "active":
                 written.add(f"life:{fid}")
             f.body, f.sources, f.revision = body, srcs, f.revision + 1
@@ -347,6 +350,13 @@ def apply_ops(m: Model, ops: list[tuple], reason: str | None, session: str) -> t
             for f in frames.values():
                 if f.lifecycle == "retiring" and f.deadline is not None and f.deadline <= m.clock:
                     f.lifecycle, f.deadline = "retired", None
+            if (frames, order, edges) == (m.frames, m.order, m.edges):
+                raise Refused("validation")  # a rollback that changes nothing (review 20b)
+            if any(
+                f.protected and (fid not in frames or frames[fid].lifecycle != "active")
+                for fid, f in m.frames.items()
+            ):
+                raise Refused("protected")  # it would remove or retire one (review 20b)
             for e in m.edges - edges:
                 tx_edges[e] = False
             for e in edges - m.edges:
@@ -667,6 +677,11 @@ class MindModelMachine(RuleBasedStateMachine):
                 self.ctx.start_activation(session, root)  # refused: nothing recorded
             return
         act = self.ctx.start_activation(session, root)
+        if self.model.sessions.get(session) == "retired":  # new work restores it first
+            restored = [("restore-session", (session,))]
+            self.model, _ = commit_model(
+                self.model, restored, RESTORED_REASON, self.model.version, session
+            )
         self.model.runtime_event(session)
         self.model.running[act] = (session, None if root is None else int(root[2:]))
         self.remember()

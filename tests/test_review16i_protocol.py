@@ -112,6 +112,8 @@ def test_protocol_says_a_rollback_brings_an_expired_retiring_frame_back_retired(
     ctx.commit('(context-tx (base-version 1) (reason "r") (retire x/a) (checkpoint cp))')
     for i in range(3):
         ctx.observe("user_message", f"tick {i}")
+    # a change to undo: a rollback that changes nothing is refused (review 20b)
+    ctx.commit(f"(context-tx (base-version {ctx.version}) (create x/b (v 2)))")
     version = ctx.mind().version
     ctx.commit(f'(context-tx (base-version {version}) (reason "back") (rollback cp))')
     assert _frame_line(ctx, "x/a") is None  # the snapshot had it retiring, in view

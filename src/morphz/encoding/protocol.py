@@ -46,9 +46,10 @@ Observations are referred to by their event ref @e<seq>, e.g. @e42.")
 kernel. All operations apply in order to the state the previous ones left, and the whole
 transaction commits or nothing does. reason is required when the transaction retires,
 unprotects, unrelates, rolls back, drops a checkpoint or retires a session. A BODY is one or more
-S-expressions; free text goes in double quotes (inside a string, write a double quote as
-backslash-quote and a backslash as two backslashes); a semicolon starts a comment. Never nest an
-operation inside a body: no list in a body may start with an operation name or context-tx, and
+S-expressions; free text goes in double quotes (inside a string, write a line break as itself,
+a double quote as backslash-quote and a backslash as two backslashes); a semicolon starts a
+comment. Never nest an operation inside a body: no list in a body may start with an
+operation name or context-tx, and
 no item of a body with from; to keep such a word as data, quote it, (fact (\\"place\\" paris)),
 or use another word, (fact (location paris)). A target, source, checkpoint or session listed
 twice in one operation is an error, and a body nests at most 196 lists deep. Asking for the
@@ -79,8 +80,9 @@ relating an existing edge is an error")
 (not observations) as they are when it commits (a rebase includes others' changes since your
 base-version); a name in use is refused: drop it first")
    (rollback "(rollback NAME)" "the mind returns to the snapshot, except that a frame retiring
-there whose window has ended since comes back retired (restore it if you need it); history
-keeps everything; needs the exact current base-version")
+there whose window has ended since comes back retired (restore it if you need it); a protected
+frame it would remove or retire must be unprotected first; history keeps everything; needs the
+exact current base-version")
    (drop-checkpoint "(drop-checkpoint NAME...)" "removes checkpoints")
    (retire-session "(retire-session SID...)" "the session leaves the working set; not your
 current session, not one with running work; exact base-version; its observations stay in the

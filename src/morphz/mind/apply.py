@@ -67,8 +67,10 @@ class Env:
     # figures need (a frame's relations)
     receipts: bool = True
     # whether this is a new commit: refusals added after a release (a place that moves
-    # nothing, review 17b) apply to new commits only; a replay (the audit) accepts what an
-    # earlier release committed, as txlang.validate.check_new does for the text's rules
+    # nothing, review 17b; a revise or a rollback that changes nothing, a rollback that would
+    # remove or retire a protected frame, review 20b) apply to new commits only; a replay (the
+    # audit) accepts what an earlier release committed, as txlang.validate.check_new does for
+    # the text's rules
     live: bool = True
 
 
@@ -168,11 +170,9 @@ class _Apply:
                 "retired, restored or protected",
                 target=ref,
             )
-        raise self.fail(
-            NotFoundError,
-            f"{ref} does not exist: the latest event is @e{self.view.last_seq}",
-            target=ref,
-        )
+        latest = self.view.last_seq
+        known = f"the latest event is @e{latest}" if latest else "this context has no event yet"
+        raise self.fail(NotFoundError, f"{ref} does not exist: {known}", target=ref)
 
     def check_sources(self, sources: tuple[str, ...]) -> None:
         for src in sources:
@@ -228,6 +228,13 @@ def _revise(a: _Apply, op: o.Revise) -> None:
     old = a.need_frame(op.id)
     sources = old.sources if op.sources is None else op.sources
     a.check_sources(sources)
+    same = (old.body, old.sources) == (op.body_text, sources)
+    if a.env.live and same and old.lifecycle == "active":  # (new commits only: see Env.live)
+        raise a.fail(
+            ValidationError,
+            f"frame '{op.id}' has this body and these sources already: drop this operation",
+            target=op.id,
+        )
     new = Frame(old.id, op.body_text, sources, old.revision + 1, "active", old.protected, old.pos)
     rel = a.relations(op.id)
     before, pending = a.shown(old, rel), a.pending(old, rel)

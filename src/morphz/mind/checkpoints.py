@@ -1,7 +1,8 @@
 """The checkpoint operations of :func:`~morphz.mind.apply.apply_tx`: ``checkpoint`` keeps a
 snapshot of the mind (its frames and edges), ``rollback`` brings the mind back to one (a frame
 whose window ended meanwhile comes back retired) with its token effect as the kept total counts
-it, and ``drop-checkpoint`` forgets one.
+it, and ``drop-checkpoint`` forgets one. A new rollback that would change nothing, or remove or
+retire a protected frame, is refused (a replay takes those an earlier release committed).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from morphz.errors import NotFoundError, ValidationError
+from morphz.errors import NotFoundError, ProtectedError, ValidationError
 from morphz.mind.conflicts import edge_key
 from morphz.mind.lifecycle import edge_tokens, in_view, kept_tokens
 from morphz.mind.state import Edge, Frame, Snapshot
@@ -45,6 +46,8 @@ def rollback(a: _Apply, op: o.Rollback) -> None:
     target = {f.id: _finalized_if_due(f, clock) for f in snap.frames}
     current = {f.id: f for f in a.view.frames()}
     wanted, edges = set(snap.edges), list(a.view.edges())
+    if a.env.live:  # refusals added in review 20b: new commits only (see Env.live)
+        _check_new_rollback(a, op.checkpoint, current, target, wanted == set(edges))
     a.relations_of.clear()  # the relations are the snapshot's from here
     # the token effect, as the kept total counts: what is in view (frames with their marks, and
     # the relations of frames in view) and what retiring frames will free, before and after
@@ -74,6 +77,40 @@ def rollback(a: _Apply, op: o.Rollback) -> None:
     # transaction holds a mind that transaction's version never had
     change = f"mind rolled back to checkpoint '{op.checkpoint}'"
     a.effect(op.checkpoint, change, immediate=freed, eventual=pending)
+
+
+def _check_new_rollback(
+    a: _Apply, name: str, current: dict[str, Frame], target: dict[str, Frame], same_edges: bool
+) -> None:
+    """Refuse a rollback that changes nothing (it would take a version and raise the rollback
+    barrier for nothing), and one that would remove or retire a protected frame (protected
+    content cannot be retired: it must be unprotected first)."""
+    if same_edges and current == target:
+        raise a.fail(
+            ValidationError,
+            f"the mind is at checkpoint '{name}' already: drop this operation",
+            target=name,
+        )
+    hit = sorted(
+        fid
+        for fid, frame in current.items()
+        if frame.protected and (fid not in target or target[fid].lifecycle != "active")
+    )
+    if hit:
+        named = ", ".join(f"{fid} ({_fate(target.get(fid))})" for fid in hit)
+        raise a.fail(
+            ProtectedError,
+            f"rolling back to checkpoint '{name}' would remove or retire protected frames: "
+            f"{named}; unprotect them first if they may go, or drop this operation",
+            target=name,
+            frames=hit,
+        )
+
+
+def _fate(frame: Frame | None) -> str:
+    """What a rollback does to a protected frame: removes one created since the checkpoint, or
+    brings it back retiring or retired."""
+    return "created since" if frame is None else f"comes back {frame.lifecycle}"
 
 
 def _view_totals(frames: dict[str, Frame], edges: Iterable[Edge]) -> tuple[int, int]:

@@ -24,6 +24,7 @@ from morphz.txlang.sexpr import (
     describe_char,
     invisible_char,
     line_col,
+    list_items,
     offset_of,
     quote,
     read,
@@ -278,6 +279,27 @@ def _around(ctx: _Ctx, text: str, fault: ParseError) -> ParseError | None:
     return ctx.error(at, f"{_AFTER_ONLY} (the reader found: {fault.message})")
 
 
+def _in_operation(text: str, fault: ParseError) -> ParseError:
+    """``fault``, a reader error within the transaction, naming the operation whose text holds
+    it (its head and index, counted as :func:`_parse_general` counts them: after the header's
+    base-version and reason), when it lies in one."""
+    at = _offset(text, fault.line, fault.column)
+    items = list_items(text, _first_form(text))[1:]  # (the first is context-tx itself)
+    while items and items[0][2] in ("base-version", "reason"):
+        items.pop(0)
+    for index, (start, end, head) in enumerate(items):
+        if start <= at < end:
+            return ParseError(
+                fault.message,
+                op=head,
+                op_index=index,
+                line=fault.line,
+                column=fault.column,
+                details=fault.details,
+            )
+    return fault
+
+
 _TX_OPEN = re.compile(r"\(\s*context-tx(?=[\s()\";]|$)")
 
 
@@ -384,7 +406,7 @@ def _parse_general(text: str) -> o.Tx:
     try:
         forms = read(text)
     except ParseError as exc:
-        raise _around(ctx, text, exc) or exc from None
+        raise _around(ctx, text, exc) or _in_operation(text, exc) from None
     form = forms[0] if forms else read_one(text)  # read_one: the error for empty input
     if not isinstance(form, SList) or form.head != "context-tx":
         raise ctx.error(form.pos, _ONLY)

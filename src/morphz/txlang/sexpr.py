@@ -106,16 +106,19 @@ def _error(text: str, pos: int, message: str) -> ParseError:
     return ParseError(message, line=line, column=column)
 
 
+# what an escape other languages know stands for, and how to write it here instead
+_WRITTEN_AS_IS = {"n": "line break", "r": "line break", "t": "tab"}
+
+
 def _unescape(text: str, raw: str, pos: int) -> str:
     def repl(match: re.Match[str]) -> str:
         char = match.group(1)
         if char in '"\\':
             return char
-        raise _error(
-            text,
-            pos + match.start(),
-            f'unknown escape \\{char} in string: only \\" and \\\\ are allowed',
-        )
+        allowed = 'only \\" and \\\\ are allowed'
+        if char in _WRITTEN_AS_IS:
+            allowed = f"write the {_WRITTEN_AS_IS[char]} itself inside the quotes ({allowed})"
+        raise _error(text, pos + match.start(), f"unknown escape \\{char} in string: {allowed}")
 
     return _ESCAPE.sub(repl, raw) if "\\" in raw else raw
 
@@ -181,6 +184,32 @@ def _nodes(text: str, tokens: list[str], end: int) -> list[SExpr]:
     if starts:
         raise _error(text, starts[-1], "unbalanced '(': this list is never closed")
     return out
+
+
+def list_items(text: str, start: int) -> list[tuple[int, int, str | None]]:
+    """The items of the list that opens at offset ``start`` of ``text``, found by its tokens
+    alone, so also in text :func:`read` refuses: for each, where it starts, where it ends (the
+    end of the text for a list never closed) and its head (the atom a list starts with, else
+    None). Says which item a reader error lies in."""
+    items: list[tuple[int, int, str | None]] = []
+    depth, fresh = 0, False  # fresh: an item's list just opened, its head comes next
+    for match in _TOKEN.finditer(text, start):
+        token, at = match.group(), match.start()
+        if token[0] == ";":
+            continue
+        if fresh:
+            head = token if token[0] not in '()"' else None
+            items[-1] = (items[-1][0], len(text), head)
+            fresh = False
+        if depth == 1 and token != ")":
+            items.append((at, match.end() if token != "(" else len(text), None))
+            fresh = token == "("
+        depth += {"(": 1, ")": -1}.get(token, 0)
+        if token == ")" and depth == 1:
+            items[-1] = (items[-1][0], match.end(), items[-1][2])
+        if depth == 0:
+            break
+    return items
 
 
 # Canonical items up to a closing parenthesis, nested at most CANONICAL_DEPTH lists deep: each
