@@ -23,7 +23,6 @@ from morphz.checks import not_unicode
 from morphz.errors import (
     ContextExistsError,
     ContextNotFoundError,
-    InputError,
     SchemaError,
     StoreBusyError,
     StoreError,
@@ -41,6 +40,7 @@ from morphz.store.sqlite_migrations import (
     writer_guard,
 )
 from morphz.store.sqlite_paths import (
+    check_options,
     create_private_file,
     file_key,
     files_written,
@@ -66,23 +66,6 @@ _migrations, _statements = bundled, statements  # the names tools and tests impo
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
-
-
-def _check_options(path: str | Path, synchronous: object, busy_timeout: object) -> None:
-    """Refuse, before anything is opened, options SQLite would fail on later or misread."""
-    if not isinstance(synchronous, str) or synchronous.upper() not in ("NORMAL", "FULL"):
-        raise StoreError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
-    if (
-        isinstance(busy_timeout, bool)
-        or not isinstance(busy_timeout, int | float)
-        or not busy_timeout >= 0  # NaN too
-    ):
-        raise InputError(
-            f"busy_timeout is the seconds to wait for a store another process holds: a number "
-            f"of at least 0, not {busy_timeout!r}"
-        )
-    if "\x00" in str(path):
-        raise InputError(f"a store path cannot hold a NUL character: {str(path)!r}")
 
 
 class _Reader:
@@ -125,7 +108,7 @@ class SqliteStore:
         busy_timeout: float = 30.0,
         create: bool = True,
     ) -> None:
-        _check_options(path, synchronous, busy_timeout)
+        check_options(path, synchronous, busy_timeout)
         self.path = Path(path).absolute()  # the same file after a chdir (readers, the audit)
         self.synchronous = synchronous.upper()
         self.busy_timeout = busy_timeout

@@ -1,4 +1,5 @@
-"""A store's files as Morphz makes them, and the store files this thread is writing.
+"""A store's files as Morphz makes them, the store files this thread is writing, and the
+options a store is opened with (checked before anything is opened).
 
 A store holds the user's conversations, tool output and the agent's memory, so a new one is
 private to its owner: the folders Morphz makes for it (``~/.morphz`` by default) are created
@@ -17,6 +18,8 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+
+from morphz.errors import InputError, StoreError
 
 PRIVATE_FOLDER = 0o700
 PRIVATE_FILE = 0o600
@@ -72,3 +75,20 @@ def files_written() -> set[FileKey]:
     if held is None:
         held = _thread.files = set()
     return held
+
+
+def check_options(path: str | Path, synchronous: object, busy_timeout: object) -> None:
+    """Refuse, before anything is opened, options SQLite would fail on later or misread."""
+    if not isinstance(synchronous, str) or synchronous.upper() not in ("NORMAL", "FULL"):
+        raise StoreError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
+    if (
+        isinstance(busy_timeout, bool)
+        or not isinstance(busy_timeout, int | float)
+        or not busy_timeout >= 0  # NaN too
+    ):
+        raise InputError(
+            f"busy_timeout is the seconds to wait for a store another process holds: a number "
+            f"of at least 0, not {busy_timeout!r}"
+        )
+    if "\x00" in str(path):
+        raise InputError(f"a store path cannot hold a NUL character: {str(path)!r}")
