@@ -929,6 +929,12 @@ def test_a_provider_error_fails_the_activation(ctx: morphz.Context, workspace: P
     assert result.reply is None
     assert result.reason == "model provider error (provider-auth): the API key was rejected (401)"
     finished = finished_event(ctx, result.activation)
+    assert finished.payload is not None
+    unanswered = finished.payload.pop("unanswered")  # the request the error left without a reply
+    assert set(unanswered) == {"failed_sent"} and set(unanswered["failed_sent"]) == {
+        "bytes",
+        "prefix",
+    }
     assert finished.payload == {
         "activation": result.activation,
         "state": "failed",

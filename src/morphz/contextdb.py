@@ -479,9 +479,10 @@ class Context:
         observations: Iterable[Observation] = (),
     ) -> list[ev.Event]:
         """Mark an activation delivered, failed or interrupted, recording ``reason`` and
-        ``unanswered`` (requests no reply followed: those refused as too long). The same write
-        first appends ``observations`` in its session as one batch (a delivered reply as an
-        ``agent_reply``: the reply and the end land together or not at all), then records the
+        ``unanswered`` (requests no reply followed: those refused as too long, the one a provider
+        error or an interruption cut off). The same write first appends ``observations`` in its
+        session as one batch (a delivered reply as an ``agent_reply``: the reply and the end
+        land together or not at all), then records the
         outcomes of its tool calls still staged (those whose step's batch was never written),
         as results marked ``recovered`` (:mod:`morphz.staging`). Returns the events of
         ``observations``. Raises InputError when it is not running; of two concurrent calls,

@@ -88,7 +88,7 @@ async def _context_tx(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
             budget=tc.budget,
             budget_keys=tc.budget_keys,
             calibration=tc.calibration,
-            request_floor=tc.request_floor,
+            request_floor=tc.floor(),
             profile_tokens=tc.profile_tokens,
             activation=tc.activation,
             call=tc.call,

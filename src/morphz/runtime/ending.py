@@ -122,9 +122,10 @@ class Ending:
     ) -> None:
         """Record the activation's end, with ``observations`` appended in the same write (a
         delivered reply), then take it as ended: if the record fails, the state stays running,
-        so the caller's cleanup (``interrupted``) records it again (without them). Requests the
-        provider refused as too long that no reply followed are recorded with the end (the
-        payload's ``unanswered``), and the reason says so."""
+        so the caller's cleanup (``interrupted``) records it again (without them). Requests no
+        reply followed are recorded with the end (the payload's ``unanswered``): those the
+        provider refused as too long, which the reason names, and the one being sent when a
+        provider error or an interruption ended it (``failed_sent``)."""
         if self.result.state != "running":
             return
         unanswered = self.refusals.unanswered()

@@ -134,6 +134,15 @@ class Engine:
         work, maintenance = (self.options("default", batch=m, maintenance=m) for m in (False, True))
         return self.measured.get(work, False), self.measured.get(maintenance, True)
 
+    def floor(self, maintenance: bool) -> int:
+        """The figure of this engine's smallest work (or ``maintenance``) request under its
+        calibration as it is now: measured once (:meth:`floors`, as an activation starts), then
+        derived without compiling, since every provider report changes the calibration. An
+        activation reads it at each step (when work resumes) and at each commit of the agent
+        (the `budget` refusal), so both meet the figures its requests are measured with."""
+        known = self.measured.derived(maintenance, self.calibration, self.counter)
+        return self.floors()[1 if maintenance else 0] if known is None else known
+
     def profile_tokens(self) -> int | None:
         """The tokens of the bound profile, counted as requests count them (None: no profile):
         what the `budget` refusal of the agent's commits names when the smallest request is past
@@ -192,16 +201,16 @@ class Engine:
                 self.measured = Floors(store_folder(self.ctx))
 
     async def _run(self, prompt: str, session: str, goal: str | None) -> ActivationResult:
-        floors = await asyncio.to_thread(self.floors)
+        await asyncio.to_thread(self.floors)  # measured here, so each step's floor is derived
         give_up = threading.Event()  # set: the run's writes stop waiting for a busy store
         token = GIVE_UP.set(give_up)  # the run's threads inherit it, the start's too
         try:
-            root, act = await self._start(session, prompt, goal, floors, give_up)
+            root, act = await self._start(session, prompt, goal, give_up)
         except BaseException:
             GIVE_UP.reset(token)
             raise
         objective = goal or "answer the user"
-        run = Run(self, act, session, root.seq, objective, floors=floors, give_up=give_up)
+        run = Run(self, act, session, root.seq, objective, give_up=give_up)
         run.result.events.append(root.ref)
         try:
             return await self._loop(run)
@@ -214,7 +223,6 @@ class Engine:
         session: str,
         prompt: str,
         goal: str | None,
-        floors: tuple[int, int],
         give_up: threading.Event,
     ) -> tuple[ev.Event, str]:
         """Write the user message and the activation that protects it, in one transaction.
@@ -232,7 +240,7 @@ class Engine:
                 cancel.add_note(f"morphz: {busy.message}; the activation was not started")
                 raise cancel from None
             objective = goal or "answer the user"
-            cancelled = Run(self, act, session, root.seq, objective, floors=floors, give_up=give_up)
+            cancelled = Run(self, act, session, root.seq, objective, give_up=give_up)
             await asyncio.shield(cancelled.end.finish("interrupted", "cancelled as it started"))
             raise
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from morphz.encoding.options import EncodeOptions
-from morphz.encoding.tokens import figure
+from morphz.encoding.tokens import Calibration, Counter, figure
 from morphz.runtime.models.sdk import PREAMBLE
 from morphz.runtime.requests import FRAMING
 from morphz.runtime.tools.base import ToolRegistry
@@ -85,12 +85,28 @@ class Floors:
 
     def __init__(self, near: Path | None = None) -> None:
         self.near = near
-        self._known: dict[bool, int] = {}  # each mode's counted parts, framing aside
+        self._known: dict[bool, tuple[int, int]] = {}  # each mode's counted parts and framing
 
     def get(self, options: EncodeOptions, maintenance: bool) -> int:
         """The floor of the requests ``options`` compile (the tools of ``maintenance``)."""
         if maintenance not in self._known:
             uncalibrated = empty_request(replace(options, calibration=None), self.near)
-            self._known[maintenance] = uncalibrated - options.framing
-        parts = self._known[maintenance]
-        return figure(parts, options.calibration, options.counter).tokens + options.framing
+            self._known[maintenance] = (uncalibrated - options.framing, options.framing)
+        return _counted(self._known[maintenance], options.calibration, options.counter)
+
+    def derived(
+        self, maintenance: bool, calibration: Calibration | None, counter: Counter | None
+    ) -> int | None:
+        """The floor of ``maintenance``'s requests counted under ``calibration`` as it is now
+        (with ``counter``, the one it was measured with, exactly), without compiling; None
+        when it has not been measured yet (:meth:`get`)."""
+        known = self._known.get(maintenance)
+        return None if known is None else _counted(known, calibration, counter)
+
+
+def _counted(
+    known: tuple[int, int], calibration: Calibration | None, counter: Counter | None
+) -> int:
+    """A floor's figure from its counted parts and framing (``known``), as the compile counts."""
+    parts, framing = known
+    return figure(parts, calibration, counter).tokens + framing

@@ -1,7 +1,9 @@
 """What an activation learns from a provider's too-long refusals (DESIGN §10): the ceiling its
 requests are then kept below, whatever the figures say, what the provider said, and the requests
 refused since the last answer, which left no event and are recorded with the reply that follows,
-or with the activation's end when none follows.
+or with the activation's end when none follows. The request being sent is kept too until its
+reply is recorded: one that meets a provider error, an interruption or an unexpected error
+leaves no reply, and the activation's end records it (``failed_sent``).
 
 Each refusal lowers the ceiling to the share of the refused request's figure (counted as it was
 sent, the figures' slack out; every request is compared with it counted so) the provider said it
@@ -19,7 +21,7 @@ from morphz.runtime.models.retry import BACKOFF, refused_share
 
 
 class Refusals:
-    """One activation's too-long refusals."""
+    """One activation's too-long refusals, and its request no recorded reply answers yet."""
 
     def __init__(self) -> None:
         self.ceiling: int | None = None  # a request figure the provider refuses from
@@ -27,6 +29,12 @@ class Refusals:
         self.guessed = False  # the last refusal stated no numbers: its ceiling is a guess
         self.smallest: int | None = None  # the smallest figure refused
         self._unanswered: list[dict[str, object]] = []  # refused since the last answer
+        self._sending: dict[str, object] | None = None  # sent, its reply not recorded (yet)
+
+    def sending(self, measured: dict[str, object]) -> None:
+        """A request ``measured`` so is being sent: until it is refused (:meth:`learn`) or its
+        reply is recorded (:meth:`recorded`), the activation's end records it as sent."""
+        self._sending = measured
 
     def learn(self, figure: int, said: str, piled: bool, measured: dict[str, object]) -> None:
         """A request whose figure was ``figure`` (``measured`` as it was sent) was refused as
@@ -39,18 +47,32 @@ class Refusals:
         self.ceiling = ceiling if self.ceiling is None else min(self.ceiling, ceiling)
         self.said = said
         self._unanswered.append(measured)
+        self._sending = None  # counted with the refused ones
 
     def answered(self, sent: dict[str, object]) -> dict[str, object]:
         """``sent`` (what an answered request's reply records of it) with the requests refused
-        before it, the ceiling and what the provider said; none are unanswered from now on."""
-        refused = self.unanswered()
-        self._unanswered = []
+        before it, the ceiling and what the provider said. They stay unanswered until the
+        reply is recorded (:meth:`recorded`): a reply that never lands leaves them to the end."""
+        refused = self._refused()
         return sent if refused is None else {**sent, **refused}
 
+    def recorded(self) -> None:
+        """The reply to the request being sent is recorded, with the refused ones before it:
+        nothing is unanswered now. Called in the thread that wrote it, so an end recorded
+        after that thread (a cancelled run settles its writes first) never counts them again."""
+        self._unanswered, self._sending = [], None
+
     def unanswered(self) -> dict[str, object] | None:
-        """The requests refused since the last answer (their number and figures), the ceiling
-        and what the provider said, as a reply records them, or the activation's end when no
-        reply follows; None when there are none."""
+        """What the activation's end records of the requests no reply answered: those refused
+        since the last answer, as a reply records them (their number and figures, the ceiling
+        and what the provider said), and the request being sent when it ended, which met a
+        provider error or an interruption (``failed_sent``, its figures); None when neither."""
+        refused = self._refused() or {}
+        failed = {} if self._sending is None else {"failed_sent": dict(self._sending)}
+        return {**refused, **failed} or None
+
+    def _refused(self) -> dict[str, object] | None:
+        """The requests refused since the last answer, as a reply records them; None: none."""
         if not self._unanswered:
             return None
         refused = list(self._unanswered)

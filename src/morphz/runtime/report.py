@@ -4,7 +4,9 @@ request the same engine sent (the prefix-reuse meter, :class:`~morphz.encoding.P
 the engine records in each ``model_reply`` event), and the input and cached tokens the provider
 reported. A request the provider refused as too long counts as sent (its figures are recorded with
 the reply that follows it, or with the activation's end when none does) and is also counted apart
-as refused. With ContextDelta, each request is
+as refused. So does a request that got no reply (a provider error, an interruption, an unexpected
+error ended the activation: its end records the request's figures as ``failed_sent``), not
+counted apart. With ContextDelta, each request is
 also counted as an increment or as a seed, with the reason it was one
 (:attr:`~morphz.encoding.DeltaEncoder.last`, or the engine's own: ``tool-set``,
 ``maintenance-batch``, ``too-long``). Reading an activation reads only the events between its start
@@ -33,7 +35,7 @@ class RequestStats:
     activation: str
     session: str
     state: str
-    requests: int = 0  # requests sent: model replies recorded, and the refused requests
+    requests: int = 0  # requests sent: model replies recorded, refused ones, one that failed
     refused: int = 0  # of those, refused by the provider as too long
     measured: int = 0  # requests that followed an earlier request of the same engine
     bytes: int = 0  # of the measured requests
@@ -84,10 +86,15 @@ class RequestStats:
             self.refused += sent["refused"]
 
     def add_unanswered(self, unanswered: object) -> None:
-        """Count the requests refused as too long that no reply followed, as the activation's
-        end records them (``unanswered``, absent from ends recorded before it was)."""
+        """Count the requests no reply followed, as the activation's end records them
+        (``unanswered``, absent from ends recorded before it was): those refused as too long,
+        and the one a provider error or an interruption left without a reply (``failed_sent``,
+        absent from ends recorded before it was)."""
         if isinstance(unanswered, dict):
             self.add_refused(unanswered)
+            failed = unanswered.get("failed_sent")
+            if isinstance(failed, dict):
+                self.add_sent(failed)
 
     def add_delta(self, kind: object, n: int = 1) -> None:
         """Count a ContextDelta request: ``"increment"``, or the reason it was a seed."""

@@ -70,7 +70,6 @@ class Run:
         root: int,
         objective: str,
         *,
-        floors: tuple[int, int],
         give_up: threading.Event,
     ) -> None:
         self.e = engine
@@ -79,7 +78,6 @@ class Run:
         self.root = root
         self.objective = objective
         self.maintenance = False
-        self.floor = floors[0]  # the work request's on an empty context: when work resumes
         self.refusals = Refusals()  # what too-long refusals taught (a ceiling)
         self.result = ActivationResult(activation, session, "running", None, 0)
         self._pending_failure = "even the minimum maintenance request does not fit"
@@ -98,7 +96,7 @@ class Run:
             engine.config.budget,
             engine.config.budget_keys,
             engine.calibration,
-            floors[1],
+            partial(engine.floor, True),  # read at each commit: the calibration changes
             engine.profile_tokens(),
         )
         self.calls = Calls(engine, self.tc, session, self.result.events)
@@ -126,6 +124,7 @@ class Run:
             sent: dict[str, object] = {**self.e.measure(request)}
             if config.delta:
                 sent["delta"] = self.requests.kind
+            self.refusals.sending(sent)  # no reply recorded: the activation's end records it
             try:
                 response = await self.e.model.request(request)
             except ContextTooLongError as exc:
@@ -141,8 +140,9 @@ class Run:
                 await self.end.finish("failed", f"model provider error ({exc.code}): {said}")
                 return
             self.requests.answered(request)
-            sent = self.refusals.answered(sent)  # those refused before: they left no event
-            await self._record(response, sent)  # first: whatever its usage says, it is kept
+            # first: whatever its usage says, it is kept, with those refused before it (they
+            # left no event)
+            await self._record(response, self.refusals.answered(sent))
             await self._calibrate(request, response)
             if await self._handle(response):
                 return
@@ -209,7 +209,9 @@ class Run:
         counts them in both modes, see :meth:`_encode`), or below critical where even an empty
         context's request is at warning (capacity.resume_below)."""
         encoding = await self._encode(self.maintenance)
-        resume = resume_below(encoding.pressure.budget, self.floor)
+        # the floor under the calibration the encoding was counted with: the provider's usage
+        # after every reply changes it, so a floor measured as the activation started is stale
+        resume = resume_below(encoding.pressure.budget, self.e.floor(False))
         if not self.maintenance:
             if encoding.pressure.level != "critical" or resume is None:
                 return encoding  # None: maintenance could not bring pressure down
@@ -334,14 +336,17 @@ class Run:
     # -- one response
 
     async def _record(self, response: ModelResponse, sent: dict[str, object]) -> None:
-        """Record the response as a ``model_reply`` event, with what its request ``sent``."""
-        reply = await self.tc.in_thread(
-            self.e.ctx.record,
-            ev.MODEL_REPLY,
-            None if response.text is None else valid_text(response.text),
-            payload=reply_payload(self.activation, response, sent),
-            session=self.session,
-        )
+        """Record the response as a ``model_reply`` event, with what its request ``sent``: from
+        then on, the end no longer records that request or the refused ones before it."""
+        text = None if response.text is None else valid_text(response.text)
+        payload = reply_payload(self.activation, response, sent)
+
+        def record() -> ev.Event:
+            event = self.e.ctx.record(ev.MODEL_REPLY, text, payload=payload, session=self.session)
+            self.refusals.recorded()  # in the write's thread: it landed, even if we were cancelled
+            return event
+
+        reply = await self.tc.in_thread(record)
         self.result.events.append(reply.ref)
 
     async def _handle(self, response: ModelResponse) -> bool:

@@ -80,8 +80,9 @@ class ToolContext:
     budget_keys: Mapping[str, int] = field(default_factory=dict)
     calibration: Calibration | None = None  # ... and how it counts them
     # the tokens of the smallest maintenance request (runtime/floor.py), which the refusal counts
-    # beside the frames (None: committing's allowance)
-    request_floor: int | None = None
+    # beside the frames, or what reads them at each commit (the engine's, whose calibration
+    # changes with every reply); None: committing's allowance
+    request_floor: int | Callable[[], int] | None = None
     profile_tokens: int | None = None  # ... and the bound profile's share of it (None: none)
     call: str | None = None  # the id of the tool call being run (context_tx's commit keeps it)
     # the activation's work still running in threads (see in_thread)
@@ -89,6 +90,10 @@ class ToolContext:
     # set when a caller of in_thread is cancelled: work that can stop early (a child process
     # of a regex search) stops at once instead of running to its own end
     cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def floor(self) -> int | None:
+        """The tokens of the smallest maintenance request now (:attr:`request_floor`)."""
+        return self.request_floor() if callable(self.request_floor) else self.request_floor
 
     async def in_thread(self, fn: Callable[_P, _T], /, *args: _P.args, **kw: _P.kwargs) -> _T:
         """``fn`` in a worker thread, tracked until it ends: a thread goes on when its caller is
