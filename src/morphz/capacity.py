@@ -266,7 +266,7 @@ def select_batch(
             limit,
             f"even the minimum maintenance request needs {used} tokens of {limit}: the current "
             "request, its dependencies and protected content do not fit: raise the budget "
-            "(`morphz context budget --limit N` or `--window N`), or unprotect observations "
+            "(`morphz context budget CTX --limit N` or `--window N`), or unprotect observations "
             "(`unprotect`) or retire some from another session first",
         )
     chosen = {i.seq for i in must}

@@ -59,6 +59,33 @@ def check_id(value: str, what: str) -> str:
     return value
 
 
+NO_DASH = "a command line reads as an option"  # why a new context id may not begin with '-'
+
+
+def check_new_context_id(value: str) -> str:
+    """``value`` as the id of a context to create: an id (:func:`check_id`) that does not begin
+    with ``-``, which a command line reads as an option (``morphz context status -ops``). Ids
+    allow the dash elsewhere, and contexts made before this rule keep theirs (the command line
+    names them after ``--``)."""
+    check_id(value, "context id")
+    if value.startswith("-"):
+        raise InputError(
+            f"context id {value!r} begins with '-', which {NO_DASH}: a new context's id may "
+            "not begin with '-', so give one without the leading '-' (a context made before "
+            f"this rule keeps its id, and commands name it after --: `morphz context status -- "
+            f"{value}`)"
+        )
+    return value
+
+
+def how_to_create(context_id: str) -> str:
+    """What the error that finds no context ``context_id`` says to do: create it, unless a new
+    context may not have that id."""
+    if context_id.startswith("-"):
+        return f"a new context's id may not begin with '-' ({NO_DASH})"
+    return f"create it with `morphz context create {context_id}` or db.context(..., create=True)"
+
+
 def check_whole(
     value: object, what: str, least: int, most: int | None = None, *, unit: str = "", why: str = ""
 ) -> int:

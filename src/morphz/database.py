@@ -10,7 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from morphz.checks import check_id, check_progress, check_window, utc_now
+from morphz.checks import check_id, check_new_context_id, check_progress, check_window, utc_now
 from morphz.contextdb import DEFAULT_CONTEXT, Context
 from morphz.errors import (
     ContextExistsError,
@@ -98,7 +98,7 @@ class Database:
         return Context(self, context_id)
 
     def create_context(self, context_id: str, *, window: int | None = None) -> Context:
-        check_id(context_id, "context id")
+        check_new_context_id(context_id)  # no leading '-': a command line could not name it
         size = DEFAULT_WINDOW if window is None else window
         check_window(size)
         self.store.create_context(context_id, size, self.timestamp())

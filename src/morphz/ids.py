@@ -7,7 +7,9 @@ event refs.
   namespaces are allowed: ``deployment/current``. An id with combining marks must be in
   composed form (NFC), so that a decomposed ``café`` is not a second id beside the composed
   one; ids without marks are taken as they are (stores made before marks were allowed hold
-  them, whatever their form).
+  them, whatever their form). A new context's id may not begin with ``-`` either
+  (``checks.check_new_context_id``: a command line would read it as an option); contexts made
+  before keep theirs.
 - An *event ref* is ``@e<seq>`` with seq >= 1 and no leading zeros: ``@e42``.
 """
 

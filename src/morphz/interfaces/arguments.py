@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from morphz.errors import InputError
+from morphz.interfaces import advice
 from morphz.txlang.sexpr import unicode_problem
 
 # parameters that are file paths: --db, import's FILE. (A model spec, scripted:PATH included,
@@ -18,7 +19,8 @@ PATHS = frozenset({"db_path", "import args"})
 
 
 class CheckedCommand(click.Command):
-    """A command whose text arguments are checked to be valid UTF-8 before it runs."""
+    """A command whose text arguments are checked to be valid UTF-8 before it runs, and
+    what it names noted (:func:`morphz.interfaces.advice.remember`)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         for param in self.params:
@@ -28,6 +30,7 @@ class CheckedCommand(click.Command):
             for text in value if isinstance(value, tuple) else (value,):
                 if isinstance(text, str) and unicode_problem(text) is not None:
                     raise InputError(_not_utf8(param.get_error_hint(ctx), text))
+        advice.remember(ctx)  # its CTX and store, for the commands its advice names
         return super().invoke(ctx)
 
 

@@ -12,6 +12,7 @@ docs/cli.md.
 from __future__ import annotations
 
 import codecs
+import copy
 import errno
 import json
 import os
@@ -26,8 +27,8 @@ import click
 import morphz
 from morphz import DEFAULT_CONTEXT, DEFAULT_SESSION, DEFAULT_WINDOW, OBSERVATION_KINDS
 from morphz import demo as demo_module
-from morphz.checks import check_id, check_window
-from morphz.interfaces import arguments, listing, render, stopping, tables, unwritten
+from morphz.checks import check_new_context_id, check_window
+from morphz.interfaces import advice, arguments, listing, render, stopping, tables, unwritten
 from morphz.interfaces.output import as_json, emit, out
 from morphz.owners import host_name, owner_alive, still_runs, untold_reason
 from morphz.store.base import ActivationRow
@@ -81,11 +82,16 @@ def report_error(exc: morphz.MorphzError, fmt: str) -> None:
 
 def _for_the_command_line(exc: morphz.MorphzError) -> morphz.MorphzError:
     """``exc`` as a command's user can act on it: a busy store's advice to raise the library's
-    ``busy_timeout`` names the option that sets it here."""
-    if isinstance(exc, morphz.StoreBusyError) and exc.WAIT_LONGER in exc.message:
-        said = exc.message.replace(exc.WAIT_LONGER, f"wait longer with {BUSY_USAGE}")
-        return morphz.StoreBusyError(said)
-    return exc
+    ``busy_timeout`` names the option that sets it here, and the commands the message advises
+    name the command's store (:func:`advice.on_this_store`)."""
+    said = advice.on_this_store(exc.message)
+    if isinstance(exc, morphz.StoreBusyError) and exc.WAIT_LONGER in said:
+        said = said.replace(exc.WAIT_LONGER, f"wait longer with {BUSY_USAGE}")
+    if said == exc.message:
+        return exc
+    told = copy.copy(exc)  # the same error (type, code, details), its message for here
+    told.message, told.args = said, (said,)
+    return told
 
 
 def fail() -> NoReturn:
@@ -269,7 +275,7 @@ def context_group() -> None:
 @format_option
 def create_command(*, context_id: str, window: int | None, db_path: str, fmt: str) -> None:
     """Create context CTX (default: context-default)."""
-    check_id(context_id, "context id")  # before the store is created: a refusal leaves none
+    check_new_context_id(context_id)  # before the store is created: a refusal leaves none
     if window is not None:
         check_window(window)
     with open_store(db_path, create=True) as db:
@@ -413,7 +419,7 @@ def audit_command(*, context_id: str, db_path: str, fmt: str) -> None:
     exit status 1 when the replay differs from the stored projection."""
     with open_context(db_path, context_id) as ctx:
         report = ctx.audit(progress=terminal_progress("audit", "events replayed"))
-    emit(fmt, report.to_dict(), lambda: render.audit(report))
+    emit(fmt, report.to_dict(), lambda: advice.on_this_store(render.audit(report)))
     if not report.ok:
         fail()
 

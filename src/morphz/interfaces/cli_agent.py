@@ -25,10 +25,10 @@ import click
 import morphz
 from morphz import DEFAULT_CONTEXT
 from morphz.capacity import CONFIG_NAMES, Budget, budget_over
-from morphz.checks import check_id, check_text
+from morphz.checks import check_id, check_new_context_id, check_text
 from morphz.database import store_path
 from morphz.ids import ref_seq
-from morphz.interfaces import chat_commands, render, stopping, tables
+from morphz.interfaces import advice, chat_commands, render, stopping, tables
 from morphz.interfaces.approval_text import denied_note, shown_call
 from morphz.interfaces.cli import (
     db_option,
@@ -89,10 +89,11 @@ class Agent:
         """The configured [budget] keys over ``stored`` (refused naming them as the file does)."""
         return budget_over(self.config.budget or stored, self.config.budget_keys, CONFIG_NAMES)
 
-    def check_new_store(self, db_path: str) -> None:
+    def check_new_store(self, db_path: str, context_id: str) -> None:
         """When no store exists at ``db_path`` yet, refuse before creating one the [budget]
-        keys that make no budget over a new context's."""
+        keys that make no budget over a new context's, and an id a new context may not have."""
         if not store_path(db_path).exists():
+            check_new_context_id(context_id)
             self._over(Budget())
 
     def open_context(self, db: morphz.Database, context_id: str) -> morphz.Context:
@@ -281,7 +282,7 @@ def exec_command(
     if not check_text(prompt, "PROMPT").strip():  # not a paid request on an empty message
         raise morphz.InputError("PROMPT is empty: give the request for the agent")
     agent = prepare(db_path, model_spec, workspace, interactive=False, profile_path=profile_path)
-    agent.check_new_store(db_path)
+    agent.check_new_store(db_path, context_id)
     withhold()  # the secrets blanked in /proc/PID/environ, not dumpable (docs/cli.md)
     with open_store(db_path, create=True) as db, stopping.stopped_like_ctrl_c():
         ctx = agent.open_context(db, context_id)
@@ -350,10 +351,11 @@ def _left_running(ctx: morphz.Context) -> list[str]:
         left = [a.activation_id for a in ctx.activations(True) if a.owner == me]
     except morphz.MorphzError as exc:  # the interrupt is what to report, with this
         return [f"could not check what the interrupt left running: {exc}"]
+    recover = shlex.join(["morphz", "context", "recover", ctx.id, *advice.store_arguments()])
     return [
         f"activation {activation} could not be recorded as interrupted (another process held "
-        f"the store), so it is still marked running: `morphz context recover "
-        f"{shlex.quote(ctx.id)}` marks it, as the next exec or chat on it does"
+        f"the store), so it is still marked running: `{recover}` marks it, as the next exec or "
+        "chat on it does"
         for activation in left
     ]
 
@@ -363,8 +365,10 @@ def _reply_text(result: ActivationResult) -> str:
         if result.reason:  # delivered, with a caveat (the output limit cut the reply)
             click.echo(f"morphz: {result.reason}", err=True)
         return result.reply or ""
-    # the reason may quote a provider's error body (remote text): its controls are shown
-    return tables.visible(f"activation {result.state}: {result.reason}")
+    # the reason may quote a provider's error body (remote text): its controls are shown; the
+    # commands it advises name this command's store
+    reason = advice.on_this_store(result.reason or "")
+    return tables.visible(f"activation {result.state}: {reason}")
 
 
 @main.command("chat")
@@ -387,7 +391,7 @@ def chat_command(
     check_id(context_id, "context id")  # at once, before anything is created
     check_id(session, "session id")
     agent = prepare(db_path, model_spec, workspace, interactive=True, profile_path=profile_path)
-    agent.check_new_store(db_path)
+    agent.check_new_store(db_path, context_id)
     _lenient_stdio()
     withhold()  # the secrets blanked in /proc/PID/environ, not dumpable (docs/cli.md)
     # one event loop for the whole chat: the model's client keeps its connections in it

@@ -17,7 +17,7 @@ import click
 
 from morphz import DEFAULT_CONTEXT
 from morphz.errors import HistoryImportError
-from morphz.interfaces import render, stopping
+from morphz.interfaces import advice, render, stopping
 from morphz.interfaces.cli import (
     InputFile,
     context_argument,
@@ -254,7 +254,7 @@ def index_inspect_command(*, context_id: str, db_path: str, fmt: str) -> None:
     """Documents by kind, the last indexed event, and whether the index of CTX is current."""
     with open_context(db_path, context_id) as ctx:
         report = ctx.recall_index.inspect()
-    emit(fmt, report.to_dict(), lambda: render.index_report(report))
+    emit(fmt, report.to_dict(), lambda: advice.on_this_store(render.index_report(report)))
 
 
 @recall_index_group.command("clean")
@@ -277,7 +277,7 @@ def index_clean_command(*, context_id: str, db_path: str, fmt: str, force: bool)
         report = ctx.recall_index.clean(force=force)
     for table in report.forced:  # on stderr, so JSON output stays clean
         click.echo(f"morphz: {render.forced_warning(table)}", err=True)
-    emit(fmt, report.to_dict(), lambda: render.clean_report(report))
+    emit(fmt, report.to_dict(), lambda: advice.on_this_store(render.clean_report(report)))
 
 
 @recall_index_group.command("rebuild")
@@ -295,12 +295,15 @@ def index_rebuild_command(*, context_id: str, db_path: str, fmt: str) -> None:
             report = ctx.recall_index.rebuild(progress=progress)
     except BaseException as exc:  # Ctrl-C too: a table the cleanup could not drop is said
         for note in getattr(exc, "__notes__", ()):
-            click.echo(f"morphz: {note}", err=True)
+            click.echo(f"morphz: {advice.on_this_store(note)}", err=True)
         raise
     emit(
         fmt,
         report.to_dict(),
-        lambda: f"rebuilt the recall index of {report.context}\n" + render.index_report(report),
+        lambda: (
+            f"rebuilt the recall index of {report.context}\n"
+            + advice.on_this_store(render.index_report(report))
+        ),
     )
 
 

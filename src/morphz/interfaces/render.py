@@ -418,8 +418,18 @@ def traversal(page: TraversalPage) -> str:
 
 
 def index_report(report: IndexReport) -> str:
+    """The report of a recall index. The command line opens a store by ``morphz.open``, which
+    rebuilds every index that is not current: one still not current was left so because a row
+    of its context could not be read, which the audit names (a damaged store; review 20c)."""
     documents = _counts(dict(sorted(report.documents.items()))) or NONE
-    current = "yes" if report.current else "no (run `morphz context recall-index rebuild`)"
+    context = shlex.quote(report.context)
+    current = (
+        "yes"
+        if report.current
+        else f"no: opening the store could not rebuild it, as when a row of {context} cannot be "
+        f"read: `morphz context audit {context}` names such rows; once the store is restored, "
+        f"`morphz context recall-index rebuild {context}` rebuilds it"
+    )
     return pairs(
         [
             ("context", report.context),

@@ -18,9 +18,8 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 import click
-from click.core import ParameterSource
 
-from morphz.contextdb import DEFAULT_CONTEXT
+from morphz.interfaces import advice
 
 EXIT_STATUS = 3
 SHOWN = ("events", "show")  # the commands that show what a command left in the store
@@ -49,9 +48,6 @@ STOPPED = {
     "chat": "what its turns recorded before is kept (`{events}` shows it)",
     "demo": "with --keep, its store holds what it had recorded by then; without, no store remains",
 }
-# Parameters that hold CTX followed by another argument ([CTX] PROMPT, [CTX] FILE): CTX is
-# given when there are two
-_CTX_FIRST = ("context_and_prompt", "args")
 
 
 class OutputNotWritten(click.ClickException):
@@ -63,7 +59,7 @@ class OutputNotWritten(click.ClickException):
         self.cause = cause
         self.reason = cause.strerror or str(cause)
         self.command = _running_command()
-        self.where = _store_arguments()
+        self.where = advice.running().arguments()
         super().__init__(self._said())
         _quiet_stdout()
 
@@ -132,25 +128,6 @@ def _running_command() -> str:
         names.append(ctx.info_name or "")
         ctx = ctx.parent
     return " ".join(reversed(names))
-
-
-def _store_arguments() -> list[str]:
-    """The running command's context and store as arguments of another ``morphz context``
-    command (``CTX`` and, unless the default, ``--db PATH``); none outside a command, or for
-    what a command does not name."""
-    ctx = click.get_current_context(silent=True)
-    if ctx is None:
-        return []
-    params = ctx.params
-    named = [params["context_id"]] if isinstance(params.get("context_id"), str) else []
-    for key in _CTX_FIRST:
-        given = params.get(key)
-        if isinstance(given, tuple):
-            named = [given[0] if len(given) == 2 else DEFAULT_CONTEXT]
-    db = params.get("db_path")
-    if isinstance(db, str) and ctx.get_parameter_source("db_path") != ParameterSource.DEFAULT:
-        named += ["--db", db]
-    return named
 
 
 class _Quiet:

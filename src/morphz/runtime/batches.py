@@ -5,6 +5,7 @@ needed and what its minimum holds (the current request and its dependencies)."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from morphz.capacity import LIMIT_KEYS, Batch, Item, select_batch
@@ -69,9 +70,12 @@ def floor_reason(
     keys: Mapping[str, int],
     refusal: str | None = None,
     root: int | None = None,
+    *,
+    context: str,
 ) -> str:
     """What to say when even the minimum maintenance request (``floor``, compiled as
-    ``minimum``: the current request, ``root``, and the protected observations) does not fit:
+    ``minimum``: the current request, ``root``, and the protected observations) does not fit
+    on ``context`` (the context id its advice names):
     what takes the room, and only the remedies that can help (unprotecting only when some
     observation beside the root is protected).
     ``refusal``: what the provider said when it refused a request as too long. When its ceiling,
@@ -93,7 +97,7 @@ def floor_reason(
         where = (
             "in the [budget] table of morphz.toml, which applies over the context's own budget"
             if LIMIT_KEYS & set(keys)
-            else "`morphz context budget --limit N` or `--window N`"
+            else f"`morphz context budget {shlex.quote(context)} --limit N` or `--window N`"
         )
         over, room, remedy, larger = "", "", f"raise the budget ({where})", "raise the budget"
     shares = f"{mind_share(minimum, larger)}{profile_share(minimum, larger)}"

@@ -302,7 +302,9 @@ class Run:
             return must, minimum, []
         refusal = None if self.refusals.ceiling is None else self.refusals.said
         keys = self.e.config.budget_keys
-        self._pending_failure = batches.floor_reason(floor, minimum, keys, refusal, self.root)
+        self._pending_failure = batches.floor_reason(
+            floor, minimum, keys, refusal, self.root, context=self.e.ctx.id
+        )
         return None
 
     def _try_smallest(self, minimum: Encoding) -> bool:

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from morphz.checks import not_unicode
+from morphz.checks import how_to_create, not_unicode
 from morphz.errors import (
     ContextExistsError,
     ContextNotFoundError,
@@ -425,8 +425,7 @@ class SqliteStore:
         ).fetchone()
         if row is None:
             raise ContextNotFoundError(
-                f"no context '{context_id}' in this store: create it with "
-                f"`morphz context create {context_id}` or db.context(..., create=True)"
+                f"no context '{context_id}' in this store: {how_to_create(context_id)}"
             )
         return ContextRow(*row)
 
