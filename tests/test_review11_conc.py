@@ -36,6 +36,13 @@ class _AnnouncingLock:
     def __exit__(self, *exc: object) -> Any:
         return self.real.__exit__(*exc)
 
+    def acquire(self, *args: Any, **kwargs: Any) -> Any:  # a write waits within busy_timeout
+        self.entering.set()
+        return self.real.acquire(*args, **kwargs)
+
+    def release(self) -> None:
+        self.real.release()
+
 
 def test_a_write_waiting_for_the_lock_while_another_thread_closes_the_store_is_a_store_error(
     open_db: Callable[[], morphz.Database],

@@ -258,6 +258,7 @@ def test_show_does_not_load_every_checkpoint_snapshot(
         return real(row)
 
     monkeypatch.setattr(sqlite_txn, "frame_from_row", counting)
+    monkeypatch.setattr(sqlite_rows, "frame_from_row", counting)  # read_frames builds them there
     mind = ctx.mind()
     assert len(mind.checkpoints) == 10 and len(mind.frames) == 100
     assert built[0] == 100, f"{built[0]} frame rows read to show a mind of 100 frames"

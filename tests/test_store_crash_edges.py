@@ -69,8 +69,8 @@ def test_an_interrupt_as_the_write_lock_is_granted_leaves_no_transaction_open(
         real_retry = store._retry  # type: ignore[attr-defined]
         fired: list[bool] = []
 
-        def retry(action: object) -> object:
-            result = real_retry(action)
+        def retry(action: object, *deadline: float | None) -> object:
+            result = real_retry(action, *deadline)
             if not fired and store._writer.in_transaction:  # type: ignore[attr-defined]
                 fired.append(True)  # the signal that arrived during the busy wait
                 raise KeyboardInterrupt

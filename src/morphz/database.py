@@ -207,8 +207,11 @@ def open(
     damaged store) keeps its event documents as they were, marked stale (searchable;
     ``recall_index.inspect()`` says it is not current), and has its frames' documents rewritten
     (they need no event): the store still opens, so that
-    the audit can report the damage, and the next open tries again. ``now`` is the store's
-    clock (None: UTC now)."""
+    the audit can report the damage, and the next open tries again; so does a context with a
+    frame that cannot be read (its frames' documents stay as they were too). ``busy_timeout``
+    is the seconds a write waits for another writer of the store, another process's or another
+    thread's of this one, before it is refused (StoreBusyError). ``now`` is the store's clock
+    (None: UTC now)."""
     path = store_path(target)
     clock = _clock(now)
     check_progress(progress, "(context, done, total)")
@@ -225,10 +228,10 @@ def open(
 
 
 def _rebuild_unless_damaged(ctx: Context, progress: Callable[[int, int], None] | None) -> None:
-    """Rebuild ``ctx``'s stale recall index at open. When an event cannot be read, leave the
-    index stale (its event documents as they were) but rewrite its frames' documents, which
-    need no event (review 17l). Refusing to open would leave no way to audit or export the store
-    (review 14)."""
+    """Rebuild ``ctx``'s stale recall index at open. When an event or a frame cannot be read
+    (DamagedStoreError), leave the index stale (its event documents as they were) but rewrite
+    its frames' documents, which need no event (review 17l), if they can be read (review 20c).
+    Refusing to open would leave no way to audit or export the store (review 14)."""
     try:
         ctx.recall_index.rebuild(progress=progress)
     except DamagedStoreError:

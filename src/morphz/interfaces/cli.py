@@ -289,11 +289,10 @@ def create_command(*, context_id: str, window: int | None, db_path: str, fmt: st
 @db_option
 @format_option
 def list_command(*, db_path: str, fmt: str) -> None:
-    """List the contexts of the store."""
+    """List the contexts of the store (one whose status cannot be read, with why)."""
     with open_store(db_path) as db:
-        now = db.local_time()
-        statuses = [db.context(name).status(local_time=now) for name in db.contexts()]
-    emit(fmt, [s.to_dict() for s in statuses], lambda: render.contexts(statuses))
+        listed = listing.contexts(db)
+    emit(fmt, listing.contexts_json(listed), lambda: listing.contexts_text(listed))
 
 
 def _parse_meta(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:

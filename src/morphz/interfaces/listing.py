@@ -4,7 +4,8 @@ holds one page of events and one chunk of output at a time, never the whole hist
 events). What it prints is byte for byte what printing the whole list at once printed. Each
 format reads the history twice, holding one page at a time: the text table for its columns'
 widths, the JSON list to find a damaged event before printing (both passes end at the same
-last event, read once at the start)."""
+last event, read once at the start). Also ``morphz context list``, which lists a context whose
+status cannot be read with why."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import morphz
+from morphz.errors import DamagedStoreError
 from morphz.events import Event
+from morphz.interfaces import render
+from morphz.interfaces.tables import visible
+from morphz.results import Status
 
 PAGE = 1_000  # events read at a time (each page in a read of its own)
 CHUNK = 64 * 1024  # characters of output written at a time
@@ -78,3 +83,42 @@ def chunks(lines: Iterable[str], size: int = CHUNK) -> Iterator[str]:
             held, total = [], 0
     if held:
         yield "\n".join(held)
+
+
+# ------------------------------------------------------------------ contexts
+
+# a context's status, or why it cannot be read
+Listed = tuple[str, Status | DamagedStoreError]
+
+
+def contexts(db: morphz.Database) -> list[Listed]:
+    """Every context of ``db`` with its status, in name order: one whose status cannot be read
+    (a damaged row: a stored setting, an event of its inbox, a frame) is listed with that
+    error, and the others as they are (review 20c: one damaged context listed none)."""
+    now = db.local_time()
+    listed: list[Listed] = []
+    for name in db.contexts():
+        try:
+            listed.append((name, db.context(name).status(local_time=now)))
+        except DamagedStoreError as exc:
+            listed.append((name, exc))
+    return listed
+
+
+def contexts_json(listed: list[Listed]) -> list[dict[str, Any]]:
+    """Each context's status object, or ``{"context": CTX, "error": {"code", "message"}}``."""
+    return [
+        status.to_dict()
+        if isinstance(status, Status)
+        else {"context": name, "error": status.to_dict()}
+        for name, status in listed
+    ]
+
+
+def contexts_text(listed: list[Listed]) -> str:
+    """The table of the contexts whose status was read, then a line for each of the others."""
+    sound = [status for _, status in listed if isinstance(status, Status)]
+    damaged = [(name, exc) for name, exc in listed if isinstance(exc, DamagedStoreError)]
+    parts = [render.contexts(sound)] if sound or not damaged else []
+    parts += [visible(f"context {name}: its status cannot be read: {exc}") for name, exc in damaged]
+    return "\n\n".join(parts)

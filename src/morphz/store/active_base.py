@@ -116,8 +116,9 @@ def meta_items(context_id: str, seq: int, text: str | None) -> tuple[tuple[str, 
 
 
 def damaged_event(where: str, context_id: str, why: str) -> DamagedStoreError:
-    """The error for an event row of ``context_id`` (``where``: ``event @e12``) that cannot be
-    read (``why``), and what to do: audit the context, restore the store from a backup."""
+    """The error for an event or frame row of ``context_id`` (``where``: ``event @e12``, ``the
+    body of frame plan``) that cannot be read (``why``), and what to do: audit the context,
+    restore the store from a backup."""
     return DamagedStoreError(
         f"{where} of context '{context_id}' cannot be read: {why}: the store is damaged; run "
         f"`morphz context audit {context_id}` to see what else is, and restore the store from "

@@ -49,7 +49,7 @@ from morphz.store.sqlite_paths import (
 from morphz.store.sqlite_recall import SqliteRecall
 from morphz.store.sqlite_txn import SqliteRead, SqliteWrite
 from morphz.store.sqlite_wal import StoreFile, WalFile, refuse_lost_wal, refuse_moved_store
-from morphz.store.waiting import GIVE_UP, GIVING_UP_TRY_MS, given_up
+from morphz.store.waiting import GIVE_UP, GIVING_UP_TRY_MS, given_up, holding
 
 _CONTEXT_COLS = (
     "context_id, created_at, version, clock, last_seq, head, window, initial_window, "
@@ -283,11 +283,13 @@ class SqliteStore:
         weakref.finalize(holder, _drop_reader, weakref.ref(self), conn)
         return holder
 
-    def _retry(self, action: object) -> sqlite3.Cursor:
-        """Run ``action`` until it is not refused as busy, or the busy timeout passes, or the
-        caller gives up waiting (:mod:`morphz.store.waiting`)."""
+    def _retry(self, action: object, deadline: float | None = None) -> sqlite3.Cursor:
+        """Run ``action`` until it is not refused as busy, or the busy timeout passes (or
+        ``deadline``, a ``time.monotonic()`` reading), or the caller gives up waiting
+        (:mod:`morphz.store.waiting`)."""
         assert callable(action)
-        deadline = time.monotonic() + self.busy_timeout
+        if deadline is None:
+            deadline = time.monotonic() + self.busy_timeout
         delay = 0.001
         while True:
             try:
@@ -308,19 +310,20 @@ class SqliteStore:
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.05)
 
-    def _begin(self, conn: sqlite3.Connection) -> None:
-        """BEGIN IMMEDIATE on the writer, waiting while another process writes; a transaction
-        an interrupt left open on it is rolled back first."""
+    def _begin(self, conn: sqlite3.Connection, deadline: float | None = None) -> None:
+        """BEGIN IMMEDIATE on the writer, waiting while another process writes (until the busy
+        timeout, or ``deadline``); a transaction an interrupt left open on it is rolled back
+        first."""
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         if GIVE_UP.get() is None:
-            self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+            self._retry(lambda: conn.execute("BEGIN IMMEDIATE"), deadline)
             return
         # a caller that may give up waiting (store/waiting.py) waits in _retry's loop, which
         # looks at it between tries, not seconds at a time in SQLite's busy handler
         conn.execute(f"PRAGMA busy_timeout = {GIVING_UP_TRY_MS}")
         try:
-            self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+            self._retry(lambda: conn.execute("BEGIN IMMEDIATE"), deadline)
         finally:
             conn.execute(f"PRAGMA busy_timeout = {int(min(self.busy_timeout, 5.0) * 1000)}")
 
@@ -442,14 +445,14 @@ class SqliteStore:
                 "opened on the same file): a callback run inside a write (such as "
                 "import_history's progress) must not write to the store; write after it returns"
             )
-        with self._write_lock:
+        with holding(self._write_lock, self.busy_timeout, self.path) as deadline:  # both waits
             if self._closed:  # closed by another thread while this one waited for the lock
                 raise StoreError(CLOSED)
             conn = self._writer
             self._local.writing = True
             written.add(self._file)
             try:
-                self._begin(conn)  # inside the try: an interrupt as the lock is granted
+                self._begin(conn, deadline)  # inside the try: an interrupt as it is granted
                 self._check_writable(conn)
                 yield conn
                 self._retry(lambda: conn.execute("COMMIT"))
@@ -519,7 +522,7 @@ class SqliteStore:
         try:
             return self._row(conn, context_id)
         except ContextNotFoundError as exc:
-            with self._write_lock:  # the writer sees what is committed now
+            with holding(self._write_lock, self.busy_timeout, self.path):  # what is committed now
                 now = self._writer.execute(
                     "SELECT 1 FROM contexts WHERE context_id = ?", (context_id,)
                 ).fetchone()

@@ -17,7 +17,7 @@ from morphz.store.active_base import (
     meta_items,
 )
 from morphz.store.base import SessionRow
-from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
+from morphz.store.sqlite_rows import read_frames
 
 RETIRED_NAMED = 5  # retired sessions the directory names (the latest by sequence)
 
@@ -118,12 +118,8 @@ class SqliteActive:
 
     def frames(self) -> list[Frame]:
         """Active and retiring frames in projection order."""
-        rows = self.conn.execute(
-            f"SELECT {FRAME_COLS} FROM frames INDEXED BY frames_visible "
-            "WHERE context_id = ? AND lifecycle <> 'retired' ORDER BY pos, frame_id",
-            (self.cid,),
-        )
-        return [frame_from_row(r) for r in rows]
+        where = "INDEXED BY frames_visible WHERE context_id = ? AND lifecycle <> 'retired' "
+        return read_frames(self.conn, self.cid, where + "ORDER BY pos, frame_id", (self.cid,))
 
     def frame_tokens(self) -> int:
         """The estimated tokens of the frames in view, their retiring marks and their relations

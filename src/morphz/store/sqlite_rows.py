@@ -5,8 +5,10 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from morphz.errors import DamagedStoreError
 from morphz.mind.state import Frame
 from morphz.owners import Owner
+from morphz.store.active_base import damaged_event
 from morphz.store.base import ActivationRow
 
 FRAME_COLS = "frame_id, body, sources, revision, lifecycle, protected, pos, deadline, reason"
@@ -25,6 +27,63 @@ def frame_from_row(row: tuple[Any, ...]) -> Frame:
         deadline,
         reason,
     )
+
+
+# the frame columns that hold text (the others are numbers): where a row may fail to decode
+FRAME_TEXT_COLUMNS = ("frame_id", "body", "sources", "lifecycle", "reason")
+
+
+def read_frames(
+    conn: sqlite3.Connection, cid: str, where: str, params: tuple[Any, ...]
+) -> list[Frame]:
+    """The frames of context ``cid`` that ``where`` (the SQL after ``FROM frames``, with
+    ``params``) selects, fetched whole on a cursor closed before this returns, even when a row
+    fails: a statement left open (by a traceback that keeps it) would hold the table locked
+    for the connection's next write (review 20c). A row whose stored text is not UTF-8 is a
+    DamagedStoreError naming the frame and the column."""
+    cursor = conn.execute(f"SELECT {FRAME_COLS} FROM frames {where}", params)
+    try:
+        rows = cursor.fetchall()
+    except sqlite3.OperationalError as exc:
+        if "decode" not in str(exc):
+            raise
+        failed: sqlite3.Error | None = exc
+    else:
+        failed = None
+    finally:
+        cursor.close()
+    if failed is not None:
+        raise _damaged_frame(conn, cid, failed)
+    return [frame_from_row(row) for row in rows]
+
+
+def _damaged_frame(conn: sqlite3.Connection, cid: str, exc: sqlite3.Error) -> DamagedStoreError:
+    """The DamagedStoreError of a frame row of ``cid`` that failed to decode with ``exc``: it
+    names the first frame whose text is not UTF-8 (read as bytes), and has a ValueError as its
+    cause, as a damaged event's has (the audit tells damage from a failing store by it)."""
+    casts = ", ".join(f"CAST({column} AS BLOB)" for column in FRAME_TEXT_COLUMNS)
+    rows = conn.execute(
+        f"SELECT {casts} FROM frames WHERE context_id = ? ORDER BY frame_id", (cid,)
+    ).fetchall()
+    where = "a frame"
+    for raw_id, *texts in rows:
+        name = bytes(raw_id).decode("utf-8", "backslashreplace")
+        bad = [c for c, raw in zip(FRAME_TEXT_COLUMNS, (raw_id, *texts), strict=True)
+               if not _utf8(raw)]  # fmt: skip
+        if bad:
+            where = f"the {bad[0]} of frame {name}"
+            break
+    error = damaged_event(where, cid, f"its stored text is not UTF-8 ({exc})")
+    error.__cause__ = ValueError(f"{where}: {exc}")
+    return error
+
+
+def _utf8(raw: bytes | None) -> bool:
+    try:
+        bytes(raw or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 ACTIVATION_COLS = (

@@ -16,7 +16,7 @@ from morphz.store.active_base import damaged_event
 from morphz.store.base import ContextRow
 from morphz.store.sqlite_active import SqliteActive
 from morphz.store.sqlite_recall import SqliteRecall
-from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row, undecodable_event
+from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row, read_frames, undecodable_event
 from morphz.store.sqlite_runtime import RuntimeRows, RuntimeWrites
 
 # UTC microseconds of an event time ("YYYY-MM-DDTHH:MM:SS[.ffffff]+HH:MM", as Python writes it):
@@ -133,11 +133,10 @@ class SqliteRead(RuntimeRows):
         cache = self._frames
         if frame_id in cache:
             return cache[frame_id]
-        row = self.conn.execute(
-            f"SELECT {FRAME_COLS} FROM frames WHERE context_id = ? AND frame_id = ?",
-            (self.cid, frame_id),
-        ).fetchone()
-        frame = frame_from_row(row) if row is not None else None
+        rows = read_frames(
+            self.conn, self.cid, "WHERE context_id = ? AND frame_id = ?", (self.cid, frame_id)
+        )
+        frame = rows[0] if rows else None
         cache[frame_id] = frame
         return frame
 
@@ -225,10 +224,9 @@ class SqliteRead(RuntimeRows):
         return Snapshot(name, row[0], frames, edges)
 
     def frames(self) -> Iterator[Frame]:
-        rows = self.conn.execute(
-            f"SELECT {FRAME_COLS} FROM frames WHERE context_id = ?", (self.cid,)
-        )
-        yield from map(frame_from_row, rows)
+        """Every frame, read whole (no statement stays open while the caller works on them); a
+        frame whose text is not UTF-8 is a DamagedStoreError naming it."""
+        yield from read_frames(self.conn, self.cid, "WHERE context_id = ?", (self.cid,))
 
     def edges(self) -> Iterator[Edge]:
         rows = self.conn.execute(
@@ -245,12 +243,14 @@ class SqliteRead(RuntimeRows):
     def _neighbour(self, op: str, desc: str, pos: float, frame_id: str) -> Frame | None:
         """The next frame in projection order (pos, then id) one way from (pos, frame_id): one
         step along ``frames_order`` (migration 0014)."""
-        row = self.conn.execute(
-            f"SELECT {FRAME_COLS} FROM frames INDEXED BY frames_order WHERE context_id = ? "
-            f"AND (pos, frame_id) {op} (?, ?) ORDER BY pos{desc}, frame_id{desc} LIMIT 1",
+        rows = read_frames(
+            self.conn,
+            self.cid,
+            f"INDEXED BY frames_order WHERE context_id = ? AND (pos, frame_id) {op} (?, ?) "
+            f"ORDER BY pos{desc}, frame_id{desc} LIMIT 1",
             (self.cid, pos, frame_id),
-        ).fetchone()
-        return None if row is None else frame_from_row(row)
+        )
+        return rows[0] if rows else None
 
     def due_retirements(self, clock: int) -> list[str]:
         return [
@@ -326,13 +326,8 @@ class SqliteRead(RuntimeRows):
         return _event(row) if row is not None else None
 
     def ordered_frames(self) -> list[Frame]:
-        return [
-            frame_from_row(r)
-            for r in self.conn.execute(
-                f"SELECT {FRAME_COLS} FROM frames WHERE context_id = ? ORDER BY pos, frame_id",
-                (self.cid,),
-            )
-        ]
+        where = "WHERE context_id = ? ORDER BY pos, frame_id"
+        return read_frames(self.conn, self.cid, where, (self.cid,))
 
     def observations(self, active_only: bool = False) -> Iterator[ObsState]:
         """Every observation in seq order; ``active_only``: the active ones, through their
