@@ -16,7 +16,7 @@ from typing import Any
 import morphz
 from morphz.errors import DamagedStoreError
 from morphz.events import Event
-from morphz.interfaces import render
+from morphz.interfaces import advice, render
 from morphz.interfaces.tables import visible
 from morphz.results import Status
 
@@ -110,9 +110,14 @@ def contexts_json(listed: list[Listed]) -> list[dict[str, Any]]:
     return [
         status.to_dict()
         if isinstance(status, Status)
-        else {"context": name, "error": status.to_dict()}
+        else {"context": name, "error": status.to_dict() | {"message": _here(status.message)}}
         for name, status in listed
     ]
+
+
+def _here(said: str) -> str:
+    """``said`` with the commands it advises run on the listed store (its ``--db``)."""
+    return advice.on_this_store(said)
 
 
 def contexts_text(listed: list[Listed]) -> str:
@@ -120,5 +125,8 @@ def contexts_text(listed: list[Listed]) -> str:
     sound = [status for _, status in listed if isinstance(status, Status)]
     damaged = [(name, exc) for name, exc in listed if isinstance(exc, DamagedStoreError)]
     parts = [render.contexts(sound)] if sound or not damaged else []
-    parts += [visible(f"context {name}: its status cannot be read: {exc}") for name, exc in damaged]
+    parts += [
+        visible(f"context {name}: its status cannot be read: {_here(str(exc))}")
+        for name, exc in damaged
+    ]
     return "\n\n".join(parts)

@@ -89,7 +89,7 @@ async def _context_tx(args: dict[str, Any], tc: ToolContext) -> ToolOutcome:
             budget_keys=tc.budget_keys,
             calibration=tc.calibration,
             request_floor=tc.floor(),
-            profile_tokens=tc.profile_tokens,
+            profile_tokens=tc.profile(),
             activation=tc.activation,
             call=tc.call,
         )

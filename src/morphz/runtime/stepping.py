@@ -97,7 +97,7 @@ class Run:
             engine.config.budget_keys,
             engine.calibration,
             partial(engine.floor, True),  # read at each commit: the calibration changes
-            engine.profile_tokens(),
+            engine.profile_tokens,  # (so is the profile's share of it)
         )
         self.calls = Calls(engine, self.tc, session, self.result.events)
         self.end = Ending(

@@ -131,9 +131,9 @@ class SqliteStore:
             self._file = file_key(self.path)
             self._close_writer = weakref.finalize(self, _close_writer, writer)
             self._wal = WalFile(self.path)  # the writer has just opened it
+            version = writer.execute("PRAGMA data_version").fetchone()[0]  # (its own writes
+            self._store_file = StoreFile(self.path, self._file, version)  # do not change it)
             self._migrate()
-            version = writer.execute("PRAGMA data_version").fetchone()[0]
-            self._store_file = StoreFile(self.path, self._file, version)
         except BaseException as exc:
             if writer is not None:  # a store that does not open keeps no connection
                 writer.close()
@@ -272,7 +272,7 @@ class SqliteStore:
             return holder
         if self._closed:
             raise StoreError(CLOSED)
-        conn = self._connect()
+        conn = self._store_file.reader(self._connect)  # refused once the file moved
         holder = _Reader(conn)
         with self._readers_lock:
             if self._closed:  # closed while this thread connected

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from morphz.errors import StoreError
@@ -79,6 +80,21 @@ class StoreFile:
         if now == self.key:
             return None
         return "deleted" if now is None else "replaced"
+
+    def reader(self, connect: Callable[[], sqlite3.Connection]) -> sqlite3.Connection:
+        """A new reader connection (``connect``) for a thread, on the store file the writer
+        has open. It is opened by path, so once that file was deleted or replaced it would open
+        what is at the path now, with this process's pages in the -wal beside it (and write
+        them into it as it closes): refused then, checked before and after it connects."""
+        moved = self.moved()
+        if moved is not None:
+            raise refuse_moved_read(self, moved)
+        conn = connect()
+        moved = self.moved()
+        if moved is not None:  # moved while it connected (a window of microseconds)
+            conn.close()
+            raise refuse_moved_read(self, moved)
+        return conn
 
     def settle(self, conn: sqlite3.Connection) -> str | None:
         """When the store file moved: empty the ``-wal`` into the file the writer ``conn`` has
@@ -141,6 +157,18 @@ def refuse_moved_store(conn: sqlite3.Connection, store: StoreFile, how: str) -> 
         f"{path}, the store file, {_MOVED[how]}, so nothing was written (never delete or "
         f"replace a store while it is in use); {kept}open the store again to write to it "
         "(restart the command, or morphz.open it again)"
+    )
+
+
+def refuse_moved_read(store: StoreFile, how: str) -> StoreError:
+    """The error that refuses a thread's first read once the store file was deleted or
+    replaced (``how``): the thread has no connection yet, and a new one would open what is at
+    the path now (threads that read before keep reading the file the process opened)."""
+    return StoreError(
+        f"{store.path}, the store file, was {how} while this process had it open, so nothing "
+        "was read: this thread had not read it yet, and a new connection would open what is at "
+        f"that path now, with this process's pages in {store.path.name}-wal; open the store "
+        "again (restart the command, or morphz.open it again)"
     )
 
 

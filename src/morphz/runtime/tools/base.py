@@ -83,7 +83,9 @@ class ToolContext:
     # beside the frames, or what reads them at each commit (the engine's, whose calibration
     # changes with every reply); None: committing's allowance
     request_floor: int | Callable[[], int] | None = None
-    profile_tokens: int | None = None  # ... and the bound profile's share of it (None: none)
+    # ... and the bound profile's share of it (None: none), or what reads it at each commit,
+    # under the same calibration as the floor
+    profile_tokens: int | Callable[[], int | None] | None = None
     call: str | None = None  # the id of the tool call being run (context_tx's commit keeps it)
     # the activation's work still running in threads (see in_thread)
     pending: set[asyncio.Future[Any]] = field(default_factory=set)
@@ -94,6 +96,10 @@ class ToolContext:
     def floor(self) -> int | None:
         """The tokens of the smallest maintenance request now (:attr:`request_floor`)."""
         return self.request_floor() if callable(self.request_floor) else self.request_floor
+
+    def profile(self) -> int | None:
+        """The bound profile's share of :meth:`floor` now (:attr:`profile_tokens`)."""
+        return self.profile_tokens() if callable(self.profile_tokens) else self.profile_tokens
 
     async def in_thread(self, fn: Callable[_P, _T], /, *args: _P.args, **kw: _P.kwargs) -> _T:
         """``fn`` in a worker thread, tracked until it ends: a thread goes on when its caller is
