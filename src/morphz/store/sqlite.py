@@ -45,6 +45,7 @@ from morphz.store.sqlite_paths import (
     file_key,
     files_written,
     make_private_folders,
+    remove_unwritten,
 )
 from morphz.store.sqlite_recall import SqliteRecall
 from morphz.store.sqlite_txn import SqliteRead, SqliteWrite
@@ -123,10 +124,11 @@ class SqliteStore:
                 "first (`morphz context create --db PATH`)"
             )
         writer: sqlite3.Connection | None = None
+        made = None
         try:
             self._check_foreign(create)
             make_private_folders(self.path.parent)
-            create_private_file(self.path)  # 0600: SQLite's -wal and -shm take its mode
+            made = create_private_file(self.path)  # 0600: SQLite's -wal and -shm take it
             self._writer = writer = self._connect()
             self._file = file_key(self.path)
             self._close_writer = weakref.finalize(self, _close_writer, writer)
@@ -137,6 +139,7 @@ class SqliteStore:
         except BaseException as exc:
             if writer is not None:  # a store that does not open keeps no connection
                 writer.close()
+            remove_unwritten(self.path, made)  # nor the empty file made for it
             if isinstance(exc, sqlite3.Error):
                 message = f"cannot open the store at {self.path}: {exc}"
                 raise StoreError(explained(message, exc, self.path, opening=True)) from exc

@@ -44,21 +44,41 @@ def make_private_folders(folder: Path) -> None:
                 raise
 
 
-def create_private_file(path: Path) -> None:
-    """Create the store file ``path`` empty and 0600 (less the umask) when nothing is there;
-    a file (or anything else) already there is left alone, whoever created it just now. A
-    symbolic link to a file not there yet is followed: the file it names is made 0600."""
+def create_private_file(path: Path) -> FileKey | None:
+    """Create the store file ``path`` empty and 0600 (less the umask) when nothing is there,
+    and return its identity (None when nothing was made); a file (or anything else) already
+    there is left alone, whoever created it just now. A symbolic link to a file not there yet
+    is followed: the file it names is made 0600."""
     flags = os.O_CREAT | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
     try:
         descriptor = os.open(path, flags | os.O_EXCL, PRIVATE_FILE)
     except FileExistsError:
         if not (path.is_symlink() and not path.exists()):
-            return  # SQLite opens what is there (and names a folder or a foreign file)
+            return None  # SQLite opens what is there (and names a folder or a foreign file)
         try:  # a link to a file not there yet (a store kept on another volume): make it
             descriptor = os.open(path, flags, PRIVATE_FILE)
         except OSError:  # (its folder is missing, say): SQLite's open says so, by name
-            return
-    os.close(descriptor)
+            return None
+    try:
+        made = os.fstat(descriptor)
+    finally:
+        os.close(descriptor)
+    return made.st_dev, made.st_ino
+
+
+def remove_unwritten(path: Path, made: FileKey | None) -> None:
+    """Remove the store file ``path`` that :func:`create_private_file` made (``made``) when a
+    store could not be created in it and it is still that file, empty: a failed create then
+    leaves nothing behind (a full disk left an empty file, which later commands took for "not
+    a Morphz store yet"). A file that was there before, or that has content, stays."""
+    if made is None:
+        return
+    try:
+        found = os.stat(path)
+        if (found.st_dev, found.st_ino) == made and found.st_size == 0:
+            os.unlink(path)
+    except OSError:  # gone, or not ours to remove: the error being raised says what failed
+        return
 
 
 def file_key(path: Path) -> FileKey:
