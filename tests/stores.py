@@ -5,6 +5,7 @@ child process that holds a store's write lock while asked to."""
 from __future__ import annotations
 
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -238,3 +239,19 @@ def morphz_at_umask_022(
         preexec_fn=_umask_022,
         **kw,
     )
+
+
+def under_file_size_limit(limit: int) -> None:
+    """A child's preexec: files it writes cannot grow past ``limit`` bytes (``ulimit -f``, a
+    systemd LimitFSIZE, a sandbox); writes past it fail with EFBIG (SIGXFSZ ignored)."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+def backup(path: Path, copy_to: Path) -> None:
+    """A copy of the store at ``path`` by SQLite's online backup (as docs/cli.md advises)."""
+    source, copy = sqlite3.connect(path), sqlite3.connect(copy_to)
+    try:
+        source.backup(copy)
+    finally:
+        copy.close()
+        source.close()

@@ -26,15 +26,7 @@ from morphz.errors import StoreError
 from morphz.runtime.models.base import ToolCall
 from morphz.store.sqlite import SqliteStore
 from stores import SRC, isolated_env
-
-
-def _backup(path: Path, backup: Path) -> None:
-    source, copy = sqlite3.connect(path), sqlite3.connect(backup)
-    try:
-        source.backup(copy)
-    finally:
-        copy.close()
-        source.close()
+from stores import backup as backup_to
 
 
 def _texts(path: Path) -> list[str]:
@@ -52,7 +44,7 @@ def test_a_store_replaced_while_open_and_closed_without_a_write_keeps_the_restor
     with morphz.open(path) as db:
         ctx = db.context("c", create=True)
         ctx.observe("user_message", "before the backup")
-        _backup(path, backup)
+        backup_to(path, backup)
         for i in range(20):
             ctx.observe("user_message", f"after the backup {i} " + "b" * 3000)
         os.replace(backup, path)
@@ -67,7 +59,7 @@ def test_the_wal_is_left_as_it_is_when_another_connection_wrote_since(tmp_path: 
     with morphz.open(path) as db, morphz.open(path) as other:
         ctx = db.context("c", create=True)
         ctx.observe("user_message", "one")
-        _backup(path, backup)
+        backup_to(path, backup)
         other.context("c").observe("user_message", "by the other connection")
         os.replace(backup, path)
         wal = Path(f"{path}-wal").stat().st_size

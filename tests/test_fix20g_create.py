@@ -4,17 +4,11 @@ not meet "an empty file, not a Morphz store yet"."""
 
 from __future__ import annotations
 
-import resource
 import subprocess
 import sys
 from pathlib import Path
 
-from stores import SRC, isolated_env
-
-
-def _under_file_size_limit(limit: int) -> None:
-    """A child's preexec: files it writes cannot grow past ``limit`` bytes (EFBIG)."""
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+from stores import SRC, isolated_env, under_file_size_limit
 
 
 def _create(tmp_path: Path, path: Path, limit: int | None) -> subprocess.CompletedProcess[str]:
@@ -28,7 +22,7 @@ def _create(tmp_path: Path, path: Path, limit: int | None) -> subprocess.Complet
         text=True,
         check=False,
         timeout=120,
-        preexec_fn=None if limit is None else (lambda: _under_file_size_limit(limit)),
+        preexec_fn=None if limit is None else (lambda: under_file_size_limit(limit)),
     )
 
 

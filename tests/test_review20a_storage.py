@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +15,8 @@ import pytest
 
 import morphz
 from morphz.errors import StoreError
-from stores import SRC, isolated_env
+from stores import SRC, isolated_env, under_file_size_limit
+from stores import backup as backup_to
 
 # --------------------------------------------------------------------- helpers
 
@@ -38,12 +37,6 @@ def _private_mount_prefix() -> list[str]:
     if probe.returncode != 0:
         pytest.skip("cannot mount a tmpfs in a private namespace here")
     return prefix
-
-
-def _under_file_size_limit(limit: int) -> None:
-    """A child's preexec: files it writes cannot grow past ``limit`` bytes (``ulimit -f``, a
-    systemd LimitFSIZE, a sandbox); writes past it fail with EFBIG (SIGXFSZ ignored)."""
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
 def _events(path: Path, context: str = "c") -> list[str | None]:
@@ -163,12 +156,7 @@ def test_a_store_replaced_by_a_backup_while_open_is_not_corrupted_by_the_next_wr
         ctx = db.context("c", create=True)
         for i in range(5):
             ctx.observe("user_message", f"before the backup {i} " + "a" * 3000)
-        source, copy = sqlite3.connect(path), sqlite3.connect(backup)
-        try:
-            source.backup(copy)
-        finally:
-            copy.close()
-            source.close()
+        backup_to(path, backup)
         for i in range(20):
             ctx.observe("user_message", f"after the backup {i} " + "b" * 3000)
         os.replace(backup, path)  # the restore
@@ -227,7 +215,7 @@ def test_a_write_past_a_file_size_limit_says_what_stopped_it(tmp_path: Path) -> 
         text=True,
         check=False,
         timeout=120,
-        preexec_fn=lambda: _under_file_size_limit(600 * 1024),
+        preexec_fn=lambda: under_file_size_limit(600 * 1024),
     )
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
@@ -258,7 +246,7 @@ def test_opening_under_a_file_size_limit_is_not_blamed_on_a_deleted_wal(tmp_path
         text=True,
         check=False,
         timeout=120,
-        preexec_fn=lambda: _under_file_size_limit(16 * 1024),
+        preexec_fn=lambda: under_file_size_limit(16 * 1024),
     )
     assert done.returncode == 1, done.stderr
     said = done.stderr.lower()

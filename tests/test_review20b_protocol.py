@@ -8,19 +8,7 @@ from __future__ import annotations
 import pytest
 
 import morphz
-from morphz.encoding.protocol import PROTOCOL
-from morphz.txlang import SList, Str, read_one
-
-
-def _entry(*path: str) -> str:
-    """The text of one entry of the protocol region (``"lifecycle"``, or ``"context-tx",
-    "operations", "protect"``), its strings joined and its lines unwrapped."""
-    node = read_one(PROTOCOL)
-    for name in path:
-        assert isinstance(node, SList)
-        node = next(i for i in node.items if isinstance(i, SList) and i.head == name)
-    assert isinstance(node, SList)
-    return " ".join(" ".join(i.value for i in node.items if isinstance(i, Str)).split())
+from protocol_text import entry as _entry
 
 
 def _tx(ctx: morphz.Context, ops: str, reason: str | None = None, base: int | None = None) -> str:

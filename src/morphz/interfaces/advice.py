@@ -70,11 +70,6 @@ def running() -> Running:
     return found if isinstance(found, Running) else Running()
 
 
-def store_arguments() -> list[str]:
-    """``--db PATH`` when the running command was given a store other than the default."""
-    return list(running().store)
-
-
 def on_this_store(text: str) -> str:
     """``text`` with each `morphz context ...` command it quotes (a subcommand of ``morphz
     context`` only) made to run where the running command ran: the command's ``--db PATH``

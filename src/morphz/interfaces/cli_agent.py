@@ -351,11 +351,12 @@ def _left_running(ctx: morphz.Context) -> list[str]:
         left = [a.activation_id for a in ctx.activations(True) if a.owner == me]
     except morphz.MorphzError as exc:  # the interrupt is what to report, with this
         return [f"could not check what the interrupt left running: {exc}"]
-    recover = shlex.join(["morphz", "context", "recover", ctx.id, *advice.store_arguments()])
-    return [
-        f"activation {activation} could not be recorded as interrupted (another process held "
-        f"the store), so it is still marked running: `{recover}` marks it, as the next exec or "
-        "chat on it does"
+    return [  # the command advised names this command's store (advice.on_this_store)
+        advice.on_this_store(
+            f"activation {activation} could not be recorded as interrupted (another process "
+            f"held the store), so it is still marked running: `morphz context recover "
+            f"{shlex.quote(ctx.id)}` marks it, as the next exec or chat on it does"
+        )
         for activation in left
     ]
 
