@@ -465,13 +465,22 @@ def audit_context(
             out.add(problem)
         _replay(store, context_id, out, progress)
     except StoreError as exc:
-        if report.ok or isinstance(exc, StoreBusyError):  # no damage found that explains it
+        if _damaged_row(exc):  # a row the driver cannot decode: damage the audit reports
+            out.add(f"the replay stopped, a stored row cannot be read: {exc.__cause__}")
+        elif report.ok or isinstance(exc, StoreBusyError):  # no damage found that explains it
             raise
-        out.add(f"the replay stopped, the store cannot be read: {exc}")
+        else:
+            out.add(f"the replay stopped, the store cannot be read: {exc}")
     finally:
         if collecting:
             gc.enable()
     return report
+
+
+def _damaged_row(exc: StoreError) -> bool:
+    """Whether ``exc`` is a stored row's damage (a DamagedStoreError whose cause is a
+    ValueError), not the store failing."""
+    return isinstance(exc, DamagedStoreError) and isinstance(exc.__cause__, ValueError)
 
 
 def _replay(

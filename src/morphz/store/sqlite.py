@@ -48,6 +48,7 @@ from morphz.store.sqlite_paths import (
     remove_unwritten,
 )
 from morphz.store.sqlite_recall import SqliteRecall
+from morphz.store.sqlite_rows import release_statements, undecodable_row
 from morphz.store.sqlite_txn import SqliteRead, SqliteWrite
 from morphz.store.sqlite_wal import StoreFile, WalFile, refuse_lost_wal, refuse_moved_store
 from morphz.store.waiting import GIVE_UP, GIVING_UP_TRY_MS, given_up, holding
@@ -494,7 +495,13 @@ class SqliteStore:
     @contextmanager
     def write(self, context_id: str) -> Iterator[SqliteWrite]:
         with self._begin_write() as conn:
-            yield SqliteWrite(conn, self._row(conn, context_id))
+            try:
+                yield SqliteWrite(conn, self._row(conn, context_id))
+            except BaseException as exc:  # rolled back as it leaves _begin_write
+                release_statements(exc)
+                if (damaged := undecodable_row(exc, context_id)) is None:
+                    raise
+                raise damaged from damaged.__cause__  # a ValueError, whose cause is exc
 
     @contextmanager
     def read(self, context_id: str) -> Iterator[SqliteRead]:
@@ -506,6 +513,9 @@ class SqliteStore:
                 try:
                     yield SqliteRead(conn, self._nested_row(conn, context_id) if nested else
                                      self._row(conn, context_id))  # fmt: skip
+                except BaseException as exc:
+                    release_statements(exc)
+                    raise
                 finally:
                     if conn.in_transaction and not nested:
                         conn.execute("COMMIT")
@@ -514,6 +524,8 @@ class SqliteStore:
                 raise self._locked(exc) from exc
             if self._closed:  # another thread closed the store during this read
                 raise StoreError(CLOSED) from exc
+            if (damaged := undecodable_row(exc, context_id)) is not None:
+                raise damaged from damaged.__cause__  # a ValueError, whose cause is exc
             message = f"read from {self.path} failed: {exc}"
             raise StoreError(explained(message, exc, self.path)) from exc
         except UnicodeEncodeError as exc:

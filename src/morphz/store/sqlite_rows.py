@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
+import traceback
 from typing import Any
 
 from morphz.errors import DamagedStoreError
@@ -84,6 +86,39 @@ def _utf8(raw: bytes | None) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def release_statements(exc: BaseException) -> None:
+    """Let go of the statements a failed read or write left open: the finished frames of
+    ``exc``'s traceback keep their locals, among them the cursor of a statement that stopped
+    mid-way (a row that failed to decode, a caller's error while it iterated). Such a statement
+    keeps its read open after the transaction ends, for as long as the error lives, and a
+    caller may keep it (a log, a list of failures, ``pytest.raises``): the thread's next reads
+    would see that old snapshot, and the writer's next write would wait for ever once another
+    process has written (SQLite's busy snapshot). Clearing those frames' locals closes the
+    cursors; frames still running (the caller's) are left as they are."""
+    traceback.clear_frames(exc.__traceback__)
+
+
+# how the driver words a text column it cannot decode (Python's sqlite3, every version we run)
+_UNDECODABLE = re.compile(r"Could not decode to UTF-8 column '([^']*)'")
+
+
+def undecodable_row(exc: BaseException, cid: str) -> DamagedStoreError | None:
+    """The DamagedStoreError of a row of context ``cid`` whose stored text the driver could not
+    decode (``exc``), naming the column, with a ValueError as its cause as a damaged event's has
+    (the audit tells damage from a failing store by it); None for any other error. The reads
+    that know their table name the row itself (read_frames, the events); this one is the
+    boundary's, for every other table (a relation, a checkpoint, a frame's sources)."""
+    match = _UNDECODABLE.search(str(exc))
+    if not isinstance(exc, sqlite3.OperationalError) or match is None:
+        return None
+    where = f"the {match[1]!r} column of a stored row"
+    error = damaged_event(where, cid, f"its stored text is not UTF-8 ({exc})")
+    cause = ValueError(str(exc))
+    cause.__cause__ = exc
+    error.__cause__ = cause
+    return error
 
 
 ACTIVATION_COLS = (
