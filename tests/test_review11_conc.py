@@ -43,6 +43,9 @@ class _AnnouncingLock:
     def release(self) -> None:
         self.real.release()
 
+    def __getattr__(self, name: str) -> Any:  # the rest of an RLock (whether this thread owns it)
+        return getattr(self.real, name)
+
 
 def test_a_write_waiting_for_the_lock_while_another_thread_closes_the_store_is_a_store_error(
     open_db: Callable[[], morphz.Database],

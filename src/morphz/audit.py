@@ -459,8 +459,8 @@ def audit_context(
     # and hardly any reference cycles: the cyclic collector would mostly rescan that state
     # again and again (a fifth of the replay time), so it is paused until the replay ends.
     collecting = gc.isenabled()
-    gc.disable()
     try:
+        gc.disable()  # inside: a Ctrl-C as it returns still enables it again
         for problem in store.check_file():  # first: the replay may read damaged pages
             out.add(problem)
         _replay(store, context_id, out, progress)
@@ -496,6 +496,8 @@ def _replay(
             report.events += 1
             try:
                 replay_event(state, event, out)
+            except MemoryError:  # the machine's state, not the store's: no finding
+                raise
             except Exception as exc:  # a payload the replay cannot read: a difference
                 out.add(f"{event.ref}: damaged payload ({type(exc).__name__}: {exc})")
             if progress is not None and report.events % PROGRESS_EVERY == 0:

@@ -45,8 +45,11 @@ from morphz.store.sqlite_paths import (
     file_key,
     files_written,
     make_private_folders,
+    owned,
     remove_unwritten,
+    writing,
 )
+from morphz.store.sqlite_readers import Reader, begin_read, drop_reader
 from morphz.store.sqlite_recall import SqliteRecall
 from morphz.store.sqlite_rows import release_statements, undecodable_row
 from morphz.store.sqlite_txn import SqliteRead, SqliteWrite
@@ -68,30 +71,6 @@ _migrations, _statements = bundled, statements  # the names tools and tests impo
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
-
-
-class _Reader:
-    """Holds a thread's reader connection; when the thread ends, its local storage and so this
-    holder go, and the finalizer closes the connection. ``busy`` counts the reads and queries
-    of its thread in progress on it (a read inside a read counts twice): ``close()`` from
-    another thread closes only a connection no call is using, and a busy one is closed by its
-    own thread as its last read ends. Both are changed only under the store's readers lock."""
-
-    __slots__ = ("__weakref__", "busy", "closed", "conn")
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        self.busy = 0
-        self.closed = False
-
-
-def _drop_reader(store: weakref.ref[SqliteStore], conn: sqlite3.Connection) -> None:
-    """The finalizer of a thread's reader: its thread (and so every use of it) has ended."""
-    alive = store()
-    if alive is not None:
-        with alive._readers_lock:
-            alive._readers = [ref for ref in alive._readers if ref() is not None]
-    conn.close()
 
 
 def _close_writer(conn: sqlite3.Connection) -> None:
@@ -116,9 +95,10 @@ class SqliteStore:
         self.busy_timeout = busy_timeout
         self._write_lock = threading.RLock()
         self._local = threading.local()
-        self._readers: list[weakref.ref[_Reader]] = []  # every live thread's reader
+        self._readers: list[weakref.ref[Reader]] = []  # every live thread's reader
         self._readers_lock = threading.RLock()  # a finalizer may run inside (the GC)
         self._closed = False
+        self._broken: str | None = None  # why writes are refused: the writer closed (_roll_back)
         if not create and not self.path.exists():
             raise StoreError(
                 f"no store at {self.path}: check --db / MORPHZ_DB, or create a context there "
@@ -243,20 +223,21 @@ class SqliteStore:
         return conn
 
     @contextmanager
-    def _using_reader(self) -> Iterator[sqlite3.Connection]:
+    def _using_reader(self) -> Iterator[Reader]:
         """This thread's reader connection, marked in use for the block; made on first use and
         closed when the thread ends (its holder goes with the thread's local storage) or when
         the store closes. StoreError when the store is closed, before or during the block."""
-        holder = self._reader_holder()
-        with self._readers_lock:
-            if self._closed or holder.closed:
-                raise StoreError(CLOSED)
-            holder.busy += 1
+        holder, counted = self._reader_holder(), False
         try:
-            yield holder.conn
+            with self._readers_lock:
+                if self._closed or holder.closed:
+                    raise StoreError(CLOSED)
+                holder.busy += 1
+                counted = True  # (no Ctrl-C can come between: no call)
+            yield holder
         finally:
             with self._readers_lock:
-                holder.busy -= 1
+                holder.busy -= counted
                 closed = self._closed
                 if closed and not holder.busy and not holder.closed:
                     holder.closed = True  # close() left it to this thread, which used it
@@ -270,21 +251,21 @@ class SqliteStore:
         """This thread's reader connection (tests and benchmarks inspect it)."""
         return self._reader_holder().conn
 
-    def _reader_holder(self) -> _Reader:
-        holder: _Reader | None = getattr(self._local, "reader", None)
+    def _reader_holder(self) -> Reader:
+        holder: Reader | None = getattr(self._local, "reader", None)
         if holder is not None:
             return holder
         if self._closed:
             raise StoreError(CLOSED)
         conn = self._store_file.reader(self._connect)  # refused once the file moved
-        holder = _Reader(conn)
+        holder = Reader(conn)
         with self._readers_lock:
             if self._closed:  # closed while this thread connected
                 conn.close()
                 raise StoreError(CLOSED)
             self._readers.append(weakref.ref(holder))
         self._local.reader = holder
-        weakref.finalize(holder, _drop_reader, weakref.ref(self), conn)
+        weakref.finalize(holder, drop_reader, weakref.ref(self), conn)
         return holder
 
     def _retry(self, action: object, deadline: float | None = None) -> sqlite3.Cursor:
@@ -380,8 +361,8 @@ class SqliteStore:
     def _query(self, sql: str, what: str) -> list[Any]:
         """Rows of ``sql`` on this thread's reader; driver errors are StoreErrors."""
         try:
-            with self._using_reader() as conn:
-                return conn.execute(sql).fetchall()
+            with self._using_reader() as holder:
+                return holder.conn.execute(sql).fetchall()
         except sqlite3.Error as exc:
             message = f"cannot {what} in {self.path}: {exc}"
             raise StoreError(explained(message, exc, self.path)) from exc
@@ -442,8 +423,9 @@ class SqliteStore:
     def _begin_write(self) -> Iterator[sqlite3.Connection]:
         if self._closed:
             raise StoreError(CLOSED)
-        written = files_written()  # this thread's, through any Database of the process
-        if self._file in written:  # it would wait for the lock this thread holds
+        if self._broken is not None:
+            raise StoreError(self._broken)
+        if writing(self._file):  # this thread's, through any Database: it would wait for ever
             raise StoreError(
                 "a write is already open on this thread (through this Database or another "
                 "opened on the same file): a callback run inside a write (such as "
@@ -452,17 +434,18 @@ class SqliteStore:
         with holding(self._write_lock, self.busy_timeout, self.path) as deadline:  # both waits
             if self._closed:  # closed by another thread while this one waited for the lock
                 raise StoreError(CLOSED)
-            conn = self._writer
-            self._local.writing = True
-            written.add(self._file)
-            try:
+            conn, written = self._writer, files_written()
+            try:  # everything it sets is inside: an interrupt anywhere leaves nothing set
+                written[self._file] = self._write_lock
                 self._begin(conn, deadline)  # inside the try: an interrupt as it is granted
                 self._check_writable(conn)
                 yield conn
                 self._retry(lambda: conn.execute("COMMIT"))
             except BaseException as exc:
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                    self._roll_back(conn, exc)
+                if isinstance(exc, sqlite3.Error) and self._broken is not None:
+                    raise StoreError(self._broken) from exc
                 if isinstance(exc, sqlite3.Error):
                     message = f"write to {self.path} failed: {exc}"
                     raise write_failed(message, exc, self.path) from exc
@@ -470,8 +453,23 @@ class SqliteStore:
                     raise not_unicode(exc, "text given to the store") from exc
                 raise
             finally:
-                self._local.writing = False
-                written.discard(self._file)
+                written.pop(self._file, None)  # (writing() drops it if this line is skipped)
+
+    def _roll_back(self, conn: sqlite3.Connection, exc: BaseException) -> None:
+        """Roll back the write ``exc`` ended. When the ROLLBACK fails too, the writer is closed,
+        which ends its transaction (nothing of the write is kept) and lets other writers in:
+        kept, its BEGIN IMMEDIATE would hold every other process's write off until this one
+        wrote again. This Database's later writes are refused; its reads go on."""
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error as failed:
+            conn.close()
+            self._broken = (
+                f"a write to {self.path} failed ({exc or type(exc).__name__}) and so did its "
+                f"rollback ({failed}): nothing of it was kept, and this Database writes no more; "
+                "open the store again (morphz.open) to write"
+            )
+            exc.add_note(self._broken)
 
     def _check_writable(self, conn: sqlite3.Connection) -> None:
         """What a write checks once it holds the lock: the store file and its ``-wal`` are
@@ -506,19 +504,21 @@ class SqliteStore:
     @contextmanager
     def read(self, context_id: str) -> Iterator[SqliteRead]:
         try:
-            with self._using_reader() as conn:
-                nested = conn.in_transaction  # a read inside a read (a callback): same snapshot
-                if not nested:
-                    conn.execute("BEGIN")
-                try:
-                    yield SqliteRead(conn, self._nested_row(conn, context_id) if nested else
-                                     self._row(conn, context_id))  # fmt: skip
-                except BaseException as exc:
-                    release_statements(exc)
-                    raise
-                finally:
-                    if conn.in_transaction and not nested:
-                        conn.execute("COMMIT")
+            with self._using_reader() as holder:
+                conn = holder.conn
+                nested = owned(holder.reading)  # a read inside a read (a callback): same snapshot
+                with holder.reading:
+                    if not nested:
+                        begin_read(conn)
+                    try:
+                        yield SqliteRead(conn, self._nested_row(conn, context_id) if nested else
+                                         self._row(conn, context_id))  # fmt: skip
+                    except BaseException as exc:
+                        release_statements(exc)
+                        raise
+                    finally:
+                        if not nested and conn.in_transaction:
+                            conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
                 raise self._locked(exc) from exc
@@ -587,7 +587,7 @@ class SqliteStore:
         """Close the writer (after a write another thread is making ends) and every reader
         no call is using; a reader in use is closed by its own thread as its read ends. Every
         later call of any thread is a StoreError, "the store is closed" (:data:`CLOSED`)."""
-        if getattr(self._local, "writing", False):  # a callback run inside this thread's write
+        if writing(self._file, self._write_lock):  # a callback run inside this thread's write
             raise StoreError(
                 "the store cannot close while this thread writes to it (a callback run inside "
                 "a write, such as import_history's progress): close it after that call returns"
@@ -604,6 +604,7 @@ class SqliteStore:
             self._readers = []  # the busy ones are closed by their threads as their reads end
         with self._write_lock:
             try:  # SQLite leaves a moved store's -wal to the file now at the path
-                self._store_file.settle_closing(self._writer)
+                if self._broken is None:  # (a broken writer is closed already)
+                    self._store_file.settle_closing(self._writer)
             finally:
                 self._close_writer()

@@ -87,14 +87,35 @@ def file_key(path: Path) -> FileKey:
     return found.st_dev, found.st_ino
 
 
-def files_written() -> set[FileKey]:
+def files_written() -> dict[FileKey, threading.RLock]:
     """The store files this thread is writing now (one write open on each), by
-    :func:`file_key`: this thread's record, shared by every Database of the process it writes
-    through."""
-    held: set[FileKey] | None = getattr(_thread, "files", None)
+    :func:`file_key`, each with the writer lock of the Database writing it: this thread's
+    record, shared by every Database of the process it writes through. An entry whose lock
+    this thread does not hold is a write that ended without clearing it (an interrupt as it
+    ended): see :func:`writing`."""
+    held: dict[FileKey, threading.RLock] | None = getattr(_thread, "files", None)
     if held is None:
-        held = _thread.files = set()
+        held = _thread.files = {}
     return held
+
+
+def writing(file: FileKey, through: threading.RLock | None = None) -> bool:
+    """Whether this thread has a write open on ``file`` (through any Database of the process,
+    or only through the one whose writer lock is ``through``); an entry a write left behind as
+    it was interrupted is dropped here."""
+    written = files_written()
+    lock = written.get(file)
+    if lock is None:
+        return False
+    if not owned(lock):
+        del written[file]
+        return False
+    return through is None or lock is through
+
+
+def owned(lock: threading.RLock) -> bool:
+    """Whether this thread holds ``lock``."""
+    return bool(lock._is_owned())  # type: ignore[attr-defined]
 
 
 def check_options(path: str | Path, synchronous: object, busy_timeout: object) -> None:

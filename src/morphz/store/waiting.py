@@ -38,14 +38,20 @@ def take(lock: threading.RLock, deadline: float) -> bool:
     A caller that may give up waiting (:data:`GIVE_UP`) waits in short tries, between which it
     looks at whether it gave up (then it stops waiting: False)."""
     short = GIVE_UP.get() is not None
-    while True:
-        left = max(deadline - time.monotonic(), 0.0)
-        if short:
-            left = min(left, GIVING_UP_TRY_MS / 1000)
-        if lock.acquire(timeout=min(left, threading.TIMEOUT_MAX)):
-            return True
-        if given_up() or time.monotonic() >= deadline:
-            return False
+    depth = lock._recursion_count()  # type: ignore[attr-defined]
+    try:
+        while True:
+            left = max(deadline - time.monotonic(), 0.0)
+            if short:
+                left = min(left, GIVING_UP_TRY_MS / 1000)
+            if lock.acquire(timeout=min(left, threading.TIMEOUT_MAX)):
+                return True
+            if given_up() or time.monotonic() >= deadline:
+                return False
+    except BaseException:  # a Ctrl-C as the lock was granted: the caller never holds it
+        if lock._recursion_count() > depth:  # type: ignore[attr-defined]
+            lock.release()
+        raise
 
 
 @contextmanager
