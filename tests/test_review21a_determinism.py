@@ -282,3 +282,31 @@ def test_a_cut_keeps_a_prepended_sign_with_what_follows(sign: str) -> None:
     text = "x" * 9 + sign + "123" + "y" * 10
     assert graphemes.boundary(text, 10, -1) == 9
     assert graphemes.boundary(text, 10, 1) == 11
+
+
+def test_a_context_this_build_refuses_to_open_is_marked_and_the_others_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(Review 21a, the fix.) Should a stored name still be refused (a rule a later build
+    changes), `context list` marks that context with why and lists the others."""
+    from morphz import database
+    from morphz.interfaces import listing
+
+    db = morphz.open(tmp_path / "m.db", now=_clock)
+    try:
+        db.context("other", create=True)
+        db.context("odd", create=True)
+
+        def refuse_odd(value: str, what: str) -> str:
+            if value == "odd":
+                raise morphz.InputError(f"{what} {value!r} is not a valid id")
+            return value
+
+        monkeypatch.setattr(database, "check_stored_id", refuse_odd)
+        listed = listing.contexts_json(listing.contexts(db))
+        text = listing.contexts_text(listing.contexts(db))
+    finally:
+        db.close()
+    assert [item["context"] for item in listed] == ["odd", "other"]
+    assert listed[0]["error"]["code"] == "input" and "version" in listed[1]
+    assert "context odd: its status cannot be read" in text
