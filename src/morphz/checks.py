@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from morphz.errors import InputError
-from morphz.ids import describe_id_rules, is_id, is_ref, ref_seq
+from morphz.ids import describe_id_rules, is_id, is_new_id, is_ref, is_stored_id, ref_seq
 from morphz.mind.lifecycle import MAX_WINDOW
 from morphz.txlang.sexpr import surrogate_message, unicode_problem
 
@@ -54,7 +54,16 @@ def not_unicode(exc: UnicodeEncodeError, what: str) -> InputError:
 
 
 def check_id(value: str, what: str) -> str:
+    """``value`` when it is an id by this Python's rules (:func:`morphz.ids.is_id`)."""
     if not isinstance(value, str) or not is_id(value):
+        raise InputError(f"{what} {value!r} is not a valid id: {describe_id_rules(value)}")
+    return value
+
+
+def check_stored_id(value: str, what: str) -> str:
+    """``value`` when it may name something a store holds (:func:`morphz.ids.is_stored_id`:
+    also an id a newer Python's Unicode database allowed), such as a context to open."""
+    if not isinstance(value, str) or not is_stored_id(value):
         raise InputError(f"{what} {value!r} is not a valid id: {describe_id_rules(value)}")
     return value
 
@@ -66,8 +75,10 @@ def check_new_context_id(value: str) -> str:
     """``value`` as the id of a context to create: an id (:func:`check_id`) that does not begin
     with ``-``, which a command line reads as an option (``morphz context status -ops``). Ids
     allow the dash elsewhere, and contexts made before this rule keep theirs (the command line
-    names them after ``--``)."""
-    check_id(value, "context id")
+    names them after ``--``). Like every new id it must be in composed form (NFC) and hold only
+    characters this Python's Unicode database knows (:func:`morphz.ids.is_new_id`)."""
+    if not isinstance(value, str) or not is_new_id(value):
+        raise InputError(f"context id {value!r} is not a valid id: {describe_id_rules(value)}")
     if value.startswith("-"):
         raise InputError(
             f"context id {value!r} begins with '-', which {NO_DASH}: a new context's id may "

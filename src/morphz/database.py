@@ -10,7 +10,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from morphz.checks import check_id, check_new_context_id, check_progress, check_window, utc_now
+from morphz.checks import (
+    check_new_context_id,
+    check_progress,
+    check_stored_id,
+    check_window,
+    utc_now,
+)
 from morphz.contextdb import DEFAULT_CONTEXT, Context
 from morphz.errors import (
     ContextExistsError,
@@ -77,8 +83,10 @@ class Database:
     ) -> Context:
         """The context named ``context_id``; ``create=True`` makes it when it does not exist.
         ``window`` is the new context's; for one that exists it must be its window (or None):
-        ``Context.set_window`` changes a window."""
-        check_id(context_id, "context id")
+        ``Context.set_window`` changes a window. An existing context opens whatever Python
+        named it (:func:`~morphz.checks.check_stored_id`); a new one's id keeps the rules for new
+        ids (``create_context``)."""
+        check_stored_id(context_id, "context id")
         if window is not None:
             check_window(window)
         if create and context_id not in self.store.context_ids():

@@ -13,14 +13,17 @@ MAX_SHIFT = 32  # characters a cut moves at most to keep a character whole
 def _joins(text: str, cut: int) -> bool:
     """Whether cutting ``text`` before index ``cut`` would split what a reader sees as one
     character: a mark (a combining accent, an Indic or Thai vowel sign, a keycap), variation
-    selector, emoji modifier or tag after the cut, a zero-width joiner on either side of it, the
-    two halves of a flag, a Hangul syllable spelled in jamo, an Indic conjunct (a virama and
-    the consonant after it), or CR LF."""
+    selector, emoji modifier or tag after the cut, a zero-width joiner on either side of it, a
+    prepended concatenation mark (an Arabic number sign) before it, the two halves of a flag, a
+    Hangul syllable spelled in jamo, an Indic conjunct (a virama and the consonant after it),
+    or CR LF."""
     after, before = text[cut], text[cut - 1]
     point = ord(after)
     return (
         unicodedata.category(after)[0] == "M"
         or after in _SPACING_LO  # Thai and Lao SARA AM: letters (Lo) that join as marks
+        or after in _EXTEND_LM  # half-width voiced sound marks: Lm, but Grapheme_Extend
+        or (before in _PREPEND and after not in "\r\n")
         or _hangul_joins(ord(before), point)
         or (before in _LINKERS and unicodedata.category(after) == "Lo")
         or (before == "\r" and after == "\n")
@@ -35,6 +38,33 @@ def _joins(text: str, cut: int) -> bool:
 
 
 _SPACING_LO = {"\u0e33", "\u0eb3"}
+_EXTEND_LM = {"\uff9e", "\uff9f"}  # ﾞ and ﾟ: ｶﾞ is one character, ガ
+# Grapheme_Cluster_Break=Prepend (Unicode 15.1, GB9b: joined to what follows): the Arabic number
+# and year signs and the other prepended concatenation marks, and the Brahmic letters so marked
+_PREPEND = frozenset(
+    map(
+        chr,
+        [
+            *range(0x0600, 0x0606),
+            0x06DD,
+            0x070F,
+            0x0890,
+            0x0891,
+            0x08E2,
+            0x0D4E,
+            0x110BD,
+            0x110CD,
+            0x111C2,
+            0x111C3,
+            0x1193F,
+            0x11941,
+            0x11A3A,
+            *range(0x11A84, 0x11A8A),
+            0x11D46,
+            0x11F02,
+        ],
+    )
+)
 
 # viramas that join the consonants around them into one conjunct (Unicode 15.1, GB9c:
 # Indic_Conjunct_Break=Linker): Devanagari, Bengali, Gujarati, Oriya, Telugu, Malayalam

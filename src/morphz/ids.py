@@ -10,6 +10,14 @@ event refs.
   them, whatever their form). A new context's id may not begin with ``-`` either
   (``checks.check_new_context_id``: a command line would read it as an option); contexts made
   before keep theirs.
+- What a letter or a mark is comes from the running Python's Unicode database (3.11 has Unicode
+  14.0, 3.12 15.0, 3.13 15.1). :func:`is_id` is that rule, for ids a caller gives; an id read
+  back from a store (a stored transaction replayed, a context opened, a frame looked up) is
+  checked with :func:`is_stored_id`, which also takes code points this Python does not assign
+  where a letter or a mark may stand, so a store a newer Python wrote reads (and audits) the
+  same here. A *new* id (a frame, checkpoint or relation a transaction creates, a new context)
+  must also be in composed form whatever it holds (:func:`is_new_id`): an ``Å`` spelled with
+  the angstrom sign would print like the letter it stands for.
 - An *event ref* is ``@e<seq>`` with seq >= 1 and no leading zeros: ``@e42``.
 """
 
@@ -32,6 +40,41 @@ def is_id(text: str) -> bool:
     """True when ``text`` is a valid frame/checkpoint/session/context id."""
     # an id without marks is one as before (the stores hold such ids, whatever their form)
     return _ID_RE.fullmatch(text) is not None or _marked_id(text)
+
+
+def is_stored_id(text: str) -> bool:
+    """True when ``text`` is an id as a store may hold it: :func:`is_id`, or would be one if
+    each code point this Python's Unicode database does not assign (category Cn, save the
+    noncharacters, which no Unicode version assigns) were a letter; a newer Python may have
+    written it (a CJK Extension H ideograph, a Kawi letter or mark) with its newer tables."""
+    if is_id(text):
+        return True
+    if text.isascii():
+        return False
+    stand_in = "".join(_STAND_IN if _unassigned(c) else c for c in text)
+    return stand_in != text and is_id(stand_in)
+
+
+# a letter in every Unicode version (Lo, no decomposition, ccc 0, in no composition): NFC treats
+# it as it treats an unassigned code point, so an id's composed form is the same with it
+_STAND_IN = "一"
+
+
+def _unassigned(char: str) -> bool:
+    """Whether ``char`` is a code point this Python's Unicode database does not assign (and no
+    noncharacter): a later version may make it a letter or a mark."""
+    if unicodedata.category(char) != "Cn":
+        return False
+    code = ord(char)
+    return not (0xFDD0 <= code <= 0xFDEF or code & 0xFFFE == 0xFFFE)
+
+
+def is_new_id(text: str) -> bool:
+    """True when ``text`` may name something new: an id by this Python's rules (:func:`is_id`)
+    in composed form (NFC), so that two spellings of one text (``Å`` as U+00C5 or as the
+    angstrom sign U+212B, an ohm sign, a CJK compatibility ideograph, Hangul in jamo) are never
+    two ids that print alike."""
+    return is_id(text) and (text.isascii() or unicodedata.is_normalized("NFC", text))
 
 
 def _marked_id(text: str) -> bool:
@@ -78,7 +121,7 @@ def make_ref(seq: int) -> str:
 
 def describe_id_rules(text: object = None) -> str:
     """The id rules, for an error; ``text``, the refused id, adds its composed (NFC) spelling
-    when that is what it lacks."""
+    when that is what it lacks, or the code point this Python does not know."""
     rules = (
         "ids are 1-256 characters of letters (with their combining marks, in composed form, "
         "NFC), digits and _ - . : / (not digits only, not starting with @), e.g. "
@@ -86,6 +129,13 @@ def describe_id_rules(text: object = None) -> str:
     )
     if isinstance(text, str) and not text.isascii():
         composed = unicodedata.normalize("NFC", text)
+        unknown = next((c for c in text if _unassigned(c)), None)
         if composed != text and is_id(composed):
             rules += f"; this one is not in composed form: write it as {composed!r}"
+        elif unknown is not None:
+            rules += (
+                f"; this one holds U+{ord(unknown):04X}, which this Python's Unicode database "
+                f"({unicodedata.unidata_version}) does not know: a new id may hold only "
+                "characters it knows (a newer Python's ids are read as they are)"
+            )
     return rules

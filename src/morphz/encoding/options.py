@@ -9,7 +9,14 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from morphz.capacity import Budget
-from morphz.checks import MAX_JSON_DEPTH, check_id, check_whole, normalize_time, too_deep
+from morphz.checks import (
+    MAX_JSON_DEPTH,
+    check_id,
+    check_stored_id,
+    check_whole,
+    normalize_time,
+    too_deep,
+)
 from morphz.encoding.tokens import Calibration, Counter
 from morphz.encoding.view import View
 from morphz.errors import InputError
@@ -82,10 +89,10 @@ def checked(opts: EncodeOptions) -> EncodeOptions:
     the encoding shows bare, not quoted, must be an id: the session, the activation, the names
     in scheduling, authority and bindings; an authority is allow, ask or deny."""
     _check_types(opts)
-    check_id(opts.session, "session id")
+    check_stored_id(opts.session, "session id")  # read: a newer Python may have named it
     check_whole(opts.framing, "the framing", 0, unit="tokens")
     if opts.activation is not None:
-        check_id(opts.activation, "activation id")
+        check_stored_id(opts.activation, "activation id")
     for what, names in (
         ("scheduling name", opts.scheduling),
         ("authority tool name", opts.authority),

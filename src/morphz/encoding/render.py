@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from morphz.graphemes import boundary
-from morphz.ids import is_id, make_ref
+from morphz.ids import is_stored_id, make_ref
 from morphz.mind.lifecycle import (
     DEFAULT_PREVIEW_THRESHOLD,
     HEAD_CHARS,
@@ -50,7 +50,7 @@ def _meta(obs: ActiveObservation) -> str:
     than META_SHOWN characters (recall reads an event with its whole meta)."""
     if not obs.meta:
         return ""
-    items = " ".join(f"({k if is_id(k) else quote(k)} {quote(v)})" for k, v in obs.meta)
+    items = " ".join(f"({k if is_stored_id(k) else quote(k)} {quote(v)})" for k, v in obs.meta)
     if len(items) <= META_SHOWN:
         return f" (meta {items})"
     ref = make_ref(obs.seq)

@@ -44,6 +44,8 @@ class View:
                 f"session_hours must be more than 0 and at most {MAX_SESSION_HOURS:,} hours "
                 f"(100 years), not {hours!r}"
             )
+        # one type whatever was given: 24 and 24.0 are one view, stored and shown alike
+        object.__setattr__(self, "session_hours", float(hours))
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -25,7 +25,7 @@ import click
 import morphz
 from morphz import DEFAULT_CONTEXT
 from morphz.capacity import CONFIG_NAMES, Budget, budget_over
-from morphz.checks import check_id, check_new_context_id, check_text
+from morphz.checks import check_id, check_new_context_id, check_stored_id, check_text
 from morphz.database import store_path
 from morphz.ids import ref_seq
 from morphz.interfaces import advice, chat_commands, render, stopping, tables
@@ -277,7 +277,7 @@ def exec_command(
     Tools whose policy is "ask" follow the configuration's ask_default (deny unless set).
     JSON gives the activation and every event it produced."""
     context_id, prompt = _split(context_and_prompt)
-    check_id(context_id, "context id")  # before anything is created
+    check_stored_id(context_id, "context id")  # before anything is created (a new one: more)
     check_id(session, "session id")
     if not check_text(prompt, "PROMPT").strip():  # not a paid request on an empty message
         raise morphz.InputError("PROMPT is empty: give the request for the agent")
@@ -389,7 +389,7 @@ def chat_command(
     /quit.
 
     Tool calls, approvals and commits are shown as they happen; "ask" tools ask you."""
-    check_id(context_id, "context id")  # at once, before anything is created
+    check_stored_id(context_id, "context id")  # at once, before anything is created
     check_id(session, "session id")
     agent = prepare(db_path, model_spec, workspace, interactive=True, profile_path=profile_path)
     agent.check_new_store(db_path, context_id)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import morphz
-from morphz.errors import DamagedStoreError
+from morphz.errors import DamagedStoreError, InputError
 from morphz.events import Event
 from morphz.interfaces import advice, render
 from morphz.interfaces.tables import visible
@@ -88,19 +88,21 @@ def chunks(lines: Iterable[str], size: int = CHUNK) -> Iterator[str]:
 # ------------------------------------------------------------------ contexts
 
 # a context's status, or why it cannot be read
-Listed = tuple[str, Status | DamagedStoreError]
+Listed = tuple[str, Status | DamagedStoreError | InputError]
 
 
 def contexts(db: morphz.Database) -> list[Listed]:
     """Every context of ``db`` with its status, in name order: one whose status cannot be read
     (a damaged row: a stored setting, an event of its inbox, a frame) is listed with that
-    error, and the others as they are (review 20c: one damaged context listed none)."""
+    error, and the others as they are (review 20c: one damaged context listed none); so is one
+    whose name this build cannot open (review 21a: a newer Python's letters made one fail the
+    whole list; such names now open, and any other refusal still lists the rest)."""
     now = db.local_time()
     listed: list[Listed] = []
     for name in db.contexts():
         try:
             listed.append((name, db.context(name).status(local_time=now)))
-        except DamagedStoreError as exc:
+        except (DamagedStoreError, InputError) as exc:
             listed.append((name, exc))
     return listed
 
@@ -123,7 +125,7 @@ def _here(said: str) -> str:
 def contexts_text(listed: list[Listed]) -> str:
     """The table of the contexts whose status was read, then a line for each of the others."""
     sound = [status for _, status in listed if isinstance(status, Status)]
-    damaged = [(name, exc) for name, exc in listed if isinstance(exc, DamagedStoreError)]
+    damaged = [(name, exc) for name, exc in listed if not isinstance(exc, Status)]
     parts = [render.contexts(sound)] if sound or not damaged else []
     parts += [
         visible(f"context {name}: its status cannot be read: {_here(str(exc))}")

@@ -60,20 +60,37 @@ def out(text: str) -> None:
     exact content (a reply, an encoding, a recall read) is remote text a model or a file chose,
     and an escape sequence in it would drive the terminal (OSC 52 sets the clipboard, CSI
     clears the screen or forges a prompt). On a terminal whose encoding cannot hold a character
-    (a Latin-1 locale), that character is shown as a backslash escape instead of failing.
+    (a Latin-1 locale), that character is shown as a backslash escape instead of failing; to a
+    pipe or a file the text is written as UTF-8 whatever standard output's encoding.
     Standard output refusing it (a full disk) is :class:`unwritten.OutputNotWritten`; a broken
     pipe stays click's (exit status 1, nothing printed)."""
-    if _at_a_terminal():
-        text = tables.visible(text, keep="\n\t", crlf=True)
-    if not _utf8_out():
-        encoding = _out_encoding()
-        text = text.encode(encoding, "backslashreplace").decode(encoding)
     try:
-        click.echo(text, color=True)
+        click.echo(_as_written(text), color=True)
     except OSError as exc:
         if exc.errno == errno.EPIPE:
             raise
         raise unwritten.OutputNotWritten(exc) from None
+
+
+def _as_written(text: str) -> str | bytes:
+    """``text`` as :func:`out` writes it: shown safe at a terminal (in the terminal's encoding,
+    a character it cannot hold as a backslash escape), else the text itself, as UTF-8 bytes
+    when standard output has another encoding (cp1252 on Windows, a Latin-1 locale), so what
+    a pipe or a file receives is the stored text's bytes whatever the locale."""
+    if _at_a_terminal():
+        text = tables.visible(text, keep="\n\t", crlf=True)
+        if not _utf8_out():
+            encoding = _out_encoding()
+            text = text.encode(encoding, "backslashreplace").decode(encoding)
+        return text
+    if _utf8_out() or _binary_out() is None:
+        return text
+    return text.encode("utf-8", "backslashreplace")  # a lone surrogate: cannot be in stored text
+
+
+def _binary_out() -> Any:
+    """The byte stream under standard output, or None (a text stream without one)."""
+    return getattr(sys.stdout, "buffer", None)
 
 
 def emit(fmt: str, data: Any, text: Callable[[], str]) -> None:

@@ -72,7 +72,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from itertools import filterfalse
+from itertools import filterfalse, groupby
 from typing import Final
 
 import snowballstemmer  # type: ignore[import-untyped]
@@ -149,24 +149,55 @@ _MIXED: Final = re.compile(f"([{_CJK_CLASS}]+)|((?:(?![{_CJK_CLASS}])[^\\W_])+)"
 
 
 @functools.cache
+def _tables() -> tuple[str, str]:
+    """The combining marks (categories Mn, Mc, Me) and the code points this Python's Unicode
+    database does not assign (Cn), of the Basic Multilingual Plane, each as the ranges of a
+    regex class. Built on first use (about 30 ms)."""
+    marks: list[str] = []
+    unassigned: list[str] = []
+    for kind, points in groupby(range(0x10000), lambda p: unicodedata.category(chr(p))[0:2]):
+        into = marks if kind[0] == "M" else unassigned if kind == "Cn" else None
+        if into is not None:
+            first, *rest = points
+            last = rest[-1] if rest else first
+            into.append(f"{re.escape(chr(first))}-{re.escape(chr(last))}")
+    return "".join(marks), "".join(unassigned)
+
+
 def _marked_words() -> tuple[re.Pattern[str], re.Pattern[str]]:
     """_WORD and _MIXED, with combining marks (categories Mn, Mc, Me) continuing a word instead
     of splitting it: a Devanagari vowel sign or an Arabic haraka is part of its word (the marks
-    with a combining class are then folded away by _unaccented, so عَرَبِيًّا finds عربيا).
-    Built on first use (about 30 ms: the marks of the Basic Multilingual Plane)."""
-    ranges, start = [], None
-    for point in range(0x10000):
-        mark = unicodedata.category(chr(point)).startswith("M")
-        if mark and start is None:
-            start = point
-        elif not mark and start is not None:
-            ranges.append(f"{re.escape(chr(start))}-{re.escape(chr(point - 1))}")
-            start = None
-    marks = "".join(ranges)
-    letter = f"(?![{_CJK_CLASS}])[^\\W_]"
-    word = re.compile(f"[^\\W_](?:[^\\W_]|[{marks}])*")
+    with a combining class are then folded away by _unaccented, so عَرَبِيًّا finds عربيا); and
+    a code point this Python's Unicode database does not assign taken as a letter (one a newer
+    Unicode added, a Kawi letter, say), so that a word a newer Python indexed is the same word
+    when an older one searches for it, and the other way round."""
+    return _word_patterns("")
+
+
+@functools.lru_cache(maxsize=64)
+def _word_patterns(more: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """:func:`_marked_words`, with ``more`` (unassigned code points beyond the Basic
+    Multilingual Plane) taken as letters too."""
+    marks, unassigned = _tables()
+    new = f"[{unassigned}{re.escape(more)}]"
+    plain, letter = f"(?:[^\\W_]|{new})", f"(?:(?![{_CJK_CLASS}])[^\\W_]|{new})"
+    word = re.compile(f"{plain}(?:{plain}|[{marks}])*")
     mixed = re.compile(f"([{_CJK_CLASS}]+)|({letter}(?:{letter}|[{marks}])*)")
     return word, mixed
+
+
+# a character beyond the Basic Multilingual Plane that is no word character (an emoji, a
+# symbol, or a code point this Python does not assign)
+_OTHER_ASTRAL: Final = re.compile("[^\\w\\s\\x00-\\uffff]")
+
+
+def _words_of(low: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The word patterns for ``low``: :func:`_marked_words`, with the unassigned code points
+    beyond the Basic Multilingual Plane that ``low`` holds (they are few) as letters too."""
+    if _OTHER_ASTRAL.search(low) is None:
+        return _marked_words()
+    found = {c for c in set(_OTHER_ASTRAL.findall(low)) if unicodedata.category(c) == "Cn"}
+    return _word_patterns("".join(sorted(found)))
 
 
 _MAX_QUERY_TERMS: Final = 128
@@ -276,11 +307,12 @@ def _tokens(text: str, *, trailing_unigram: bool, stemmed: bool = True) -> list[
     if _HALFWIDTH_KANA.search(text):  # ｶﾀｶﾅ as カタカナ (NFKC also joins ﾃﾞ into デ)
         text = _HALFWIDTH_KANA.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text)
     low = _folded(text)
+    plain, mixed = _words_of(low)
     if not _CJK_RUN.search(low):
-        words = filterfalse(_IS_STOP, map(_unaccented, _marked_words()[0].findall(low)))
+        words = filterfalse(_IS_STOP, map(_unaccented, plain.findall(low)))
         return [stem(w) for w in words] if stemmed else list(words)
     out: list[str] = []
-    for cjk, found in _marked_words()[1].findall(low):
+    for cjk, found in mixed.findall(low):
         if not cjk:
             word = _unaccented(found)
             if word not in STOPWORDS:

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from morphz.checks import check_whole
 from morphz.errors import CursorError, InputError, RecordNotFoundError
-from morphz.ids import is_id, is_ref, ref_seq
+from morphz.ids import is_ref, is_stored_id, ref_seq
 from morphz.mind.state import Frame
 from morphz.recall import cursors
 from morphz.recall.read import event_content
@@ -242,7 +242,7 @@ def _check_root(r: ReadTxn, root: object, direction: Direction) -> None:
                 f"an event cites nothing, so {root} has no ancestors: walk direction "
                 "descendants (the frames citing it) or both"
             )
-    elif not is_id(root) or r.frame(root) is None:
+    elif not is_stored_id(root) or r.frame(root) is None:
         raise RecordNotFoundError(f"no frame '{root}' in context '{r.row.context_id}'")
 
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 
 from morphz.errors import InputError, ParseError
-from morphz.ids import describe_id_rules, is_id, is_ref
+from morphz.ids import describe_id_rules, is_ref, is_stored_id
 from morphz.txlang import ops as o
 from morphz.txlang.sexpr import (
     CANONICAL_ITEMS,
@@ -68,7 +68,7 @@ def _describe(node: SExpr) -> str:
 
 def _frame_id(ctx: _Ctx, node: SExpr, what: str = "a frame id") -> str:
     text = _atom(ctx, node, what)
-    if not is_id(text):
+    if not is_stored_id(text):  # what a stored tx may hold; check_new holds new ids to more
         raise ctx.error(
             node.pos, f"'{text}' is not a valid id for {what}: {describe_id_rules(text)}"
         )
@@ -77,7 +77,7 @@ def _frame_id(ctx: _Ctx, node: SExpr, what: str = "a frame id") -> str:
 
 def _target(ctx: _Ctx, node: SExpr) -> str:
     text = _atom(ctx, node, "a frame id or an event ref like @e42")
-    if is_ref(text) or is_id(text):
+    if is_ref(text) or is_stored_id(text):
         return text
     raise ctx.error(
         node.pos, f"'{text}' is neither a frame id nor an event ref: {describe_id_rules(text)}"

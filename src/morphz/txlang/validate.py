@@ -7,7 +7,10 @@ line and column of the offending node.
 - no target, source, checkpoint or session is listed twice in one operation;
 - a frame cannot cite itself, be related to itself, or be placed relative to itself;
 - an operation nested inside a body is refused (operations go at the top level);
-- new commits only (:func:`check_new`): a reason shows something.
+- new commits only (:func:`check_new`): a reason shows something, and the ids the transaction
+  creates (a frame, a checkpoint, a relation's name) keep the rules for new ids
+  (:func:`morphz.ids.is_new_id`: this Python's Unicode database, composed form), which the ids
+  of a stored transaction (written by an earlier build, or a newer Python) need not keep.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import re
 from collections import Counter
 
 from morphz.errors import ValidationError
+from morphz.ids import describe_id_rules, is_new_id
 from morphz.txlang import ops as o
 from morphz.txlang.parse import parse_tx
 from morphz.txlang.sexpr import MAX_DEPTH, SList, is_blank, line_col, nesting, walk
@@ -128,7 +132,9 @@ _REASON = re.compile(r"\(reason\s")
 def check_new(tx: o.Tx) -> o.Tx:
     """Return ``tx`` when it keeps the rules for transactions committed from now on, which the
     ones earlier builds stored need not keep (the audit replays those with :func:`read_tx`):
-    a reason shows something, not only invisible characters (a zero-width space, a NUL)."""
+    a reason shows something, not only invisible characters (a zero-width space, a NUL); an id
+    the transaction creates is a new id (:func:`_new_ids`)."""
+    _check_new_ids(tx)
     if tx.reason is not None and is_blank(tx.reason):
         found = _REASON.search(tx.source) if tx.source else None
         line, column = line_col(tx.source, found.start()) if found else (None, None)
@@ -139,6 +145,29 @@ def check_new(tx: o.Tx) -> o.Tx:
             column=column,
         )
     return tx
+
+
+def _new_ids(op: o.Op) -> tuple[tuple[str, str], ...]:
+    """The ids ``op`` gives something new, each with what it names: the frame a create or
+    derive makes, a checkpoint's name, a relation's name. (Targets, sources and the frames of a
+    relation name what exists: a stored id is read as it was written.)"""
+    if isinstance(op, o.Create | o.Derive):
+        return ((op.id, "a frame id"),)
+    if isinstance(op, o.Checkpoint):
+        return ((op.checkpoint, "a checkpoint name"),)
+    if isinstance(op, o.Relate):
+        return ((op.relation, "a relation name"),)
+    return ()
+
+
+def _check_new_ids(tx: o.Tx) -> None:
+    """ValidationError at the first id ``tx`` creates that is no new id (``is_new_id``)."""
+    for index, op in enumerate(tx.ops):
+        for new, what in _new_ids(op):
+            if not is_new_id(new):
+                at = tx.source.find(new, op.pos) if tx.source else -1
+                message = f"'{new}' is not a valid id for {what}: {describe_id_rules(new)}"
+                raise _fail(tx, index, op.pos if at < 0 else at, message)
 
 
 def read_tx(text: str) -> o.Tx:
