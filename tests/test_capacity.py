@@ -164,7 +164,7 @@ def test_set_budget_persists_and_encode_uses_it(open_db: Callable[[], morphz.Dat
     assert reopened.budget() == budget
     enc = reopened.encode()
     assert enc.pressure.budget == budget and enc.pressure.level == "critical"
-    assert reopened.status().pressure == enc.pressure.to_dict()
+    assert reopened.status().pressure == enc.pressure.to_dict() | {"model": None}
     assert f"(hard {tokens + 10}))" in enc.region("kernel")
     override = Budget(window=1_000_000, output_reserve=0)
     assert reopened.encode(budget=override).pressure.budget == override

@@ -205,7 +205,7 @@ class Context:
         name = calibration_name(model)
         appending.check_setting(calibration, "calibration")
         with self.db.store.write(self.id) as w:
-            w.active.put_setting(name, calibration.to_dict())
+            stored.put_calibration(w, name, calibration)
 
     def calibrate(self, model: str, estimated: int, reported: int) -> Calibration:
         """Teach ``model``'s stored calibration one provider report (the estimate of what a

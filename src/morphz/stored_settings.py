@@ -28,7 +28,10 @@ def calibration_name(model: object) -> str:
             f"a calibration belongs to a model named by text (its name, such as "
             f"model.name or 'openai:gpt-4o'), not {model!r}"
         )
-    return f"calibration:{model}"
+    return f"{CALIBRATION_PREFIX}{model}"
+
+
+CALIBRATION_PREFIX = "calibration:"
 
 
 def read_setting(
@@ -78,5 +81,40 @@ def learn_calibration(w: WriteTxn, sample: tuple[str, int, int]) -> Calibration:
     data = w.active.settings().get(name)
     calibration = read_setting(w.row.context_id, name, data, Calibration.from_dict) or Calibration()
     if calibration.update(estimated, reported):
-        w.active.put_setting(name, calibration.to_dict())
+        put_calibration(w, name, calibration)
     return calibration
+
+
+def put_calibration(w: WriteTxn, name: str, calibration: Calibration) -> None:
+    """Write ``calibration`` as the setting ``name`` inside ``w``, marked with the context's
+    last event (``learnt``), which tells :func:`latest_calibration` the most recent one."""
+    w.active.put_setting(name, {**calibration.to_dict(), LEARNT: w.row.last_seq})
+
+
+LEARNT = "learnt"  # the context's last event when a calibration was written (absent before 21b)
+
+
+def latest_calibration(
+    context_id: str, rows: list[tuple[str, str]]
+) -> tuple[str, Calibration] | None:
+    """The model and calibration among a context's setting ``rows`` (name, JSON text) written
+    most recently (the highest ``learnt``; one written before it was kept counts as the
+    oldest; a tie goes to the most samples, then the name), or None when no calibration with
+    samples reads. A calibration that cannot be read is passed over here, as every reader but
+    its own model's passes it (the audit reports it)."""
+    from morphz.encoding.tokens import Calibration
+
+    best: tuple[tuple[int, int, str], str, Calibration] | None = None
+    for name, text in rows:
+        if not name.startswith(CALIBRATION_PREFIX) or problem(
+            context_id, name, text, Calibration.from_dict
+        ):
+            continue
+        data = decode(context_id, name, text)
+        calibration = Calibration.from_dict(data)
+        learnt = data.get(LEARNT)
+        order = learnt if isinstance(learnt, int) and not isinstance(learnt, bool) else -1
+        key = (order, calibration.samples, name)
+        if calibration.samples and (best is None or key > best[0]):
+            best = (key, name.removeprefix(CALIBRATION_PREFIX), calibration)
+    return None if best is None else (best[1], best[2])

@@ -63,8 +63,10 @@ def lifecycle(frame: FrameView) -> str:
 
 
 def _pressure(p: dict[str, Any]) -> str:
+    """A pressure figure; one under a model's learnt calibration names the model (status)."""
+    kind = f"{p['kind']} for {p['model']}" if p.get("model") else p["kind"]
     return (
-        f"{p['level']}: {p['tokens']:,} tokens ({p['kind']}) of {p['hard']:,} hard; "
+        f"{p['level']}: {p['tokens']:,} tokens ({kind}) of {p['hard']:,} hard; "
         f"notice {p['notice']:,}, warning {p['warning']:,}, critical {p['critical']:,}"
     )
 
