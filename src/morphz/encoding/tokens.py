@@ -21,8 +21,12 @@ EstimateKind = Literal["estimated", "calibrated", "exact"]
 def estimate_tokens(text: str) -> int:
     """Four ASCII characters a token; a wide character (U+2E80 and above: CJK, kana, hangul,
     emoji) one token; any other character a third of a token per UTF-8 byte (graphemes.
-    token_units). A deliberate over-estimate for most tokenizers: budgets should err on the
-    safe side, and calibration corrects it once a provider reports what it counted."""
+    token_units). It errs on the high side for prose and for text in other scripts, but NOT
+    for text dense in digits and punctuation (numbers, CSV, logs, minified JSON, hex, base64,
+    timestamps), which BPE tokenizers cut into short pieces: an o200k-style tokenizer needs
+    1.3-2.4 times this for such text, up to 4 times for digits between control characters
+    (review 21b). Calibration corrects it once a provider reports what it counted
+    (docs/decisions.md, "The estimate undercounts numeric text")."""
     if text.isascii():
         return (len(text) + 3) // 4
     return -(-token_units(text) // TOKEN_UNITS)
