@@ -47,8 +47,11 @@ def _out_encoding() -> str:
     return str(getattr(sys.stdout, "encoding", None) or "utf-8")
 
 
-def _utf8_out() -> bool:
-    return _out_encoding().lower().replace("-", "").replace("_", "") in ("utf8", "utf8sig")
+def _utf8_out(*, bom: bool = True) -> bool:
+    """Whether standard output encodes UTF-8 (``bom``: counting utf-8-sig, whose stream writes
+    a byte-order mark first, which a pipe or a file must not receive)."""
+    name = _out_encoding().lower().replace("-", "").replace("_", "")
+    return name == "utf8" or (bom and name == "utf8sig")
 
 
 def out(text: str) -> None:
@@ -64,8 +67,14 @@ def out(text: str) -> None:
     pipe or a file the text is written as UTF-8 whatever standard output's encoding.
     Standard output refusing it (a full disk) is :class:`unwritten.OutputNotWritten`; a broken
     pipe stays click's (exit status 1, nothing printed)."""
+    written = _as_written(text)
     try:
-        click.echo(_as_written(text), color=True)
+        if isinstance(written, bytes):  # to the byte stream itself: click.echo would let a
+            sys.stdout.flush()  # utf-8-sig text stream put its byte-order mark first
+            _binary_out().write(written + b"\n")
+            _binary_out().flush()
+        else:
+            click.echo(written, color=True)
     except OSError as exc:
         if exc.errno == errno.EPIPE:
             raise
@@ -83,7 +92,7 @@ def _as_written(text: str) -> str | bytes:
             encoding = _out_encoding()
             text = text.encode(encoding, "backslashreplace").decode(encoding)
         return text
-    if _utf8_out() or _binary_out() is None:
+    if _utf8_out(bom=False) or _binary_out() is None:
         return text
     return text.encode("utf-8", "backslashreplace")  # a lone surrogate: cannot be in stored text
 

@@ -434,6 +434,8 @@ class SqliteStore:
         with holding(self._write_lock, self.busy_timeout, self.path) as deadline:  # both waits
             if self._closed:  # closed by another thread while this one waited for the lock
                 raise StoreError(CLOSED)
+            if self._broken is not None:  # another thread's rollback failed meanwhile
+                raise StoreError(self._broken)
             conn, written = self._writer, files_written()
             try:  # everything it sets is inside: an interrupt anywhere leaves nothing set
                 written[self._file] = self._write_lock
@@ -537,6 +539,8 @@ class SqliteStore:
         try:
             return self._row(conn, context_id)
         except ContextNotFoundError as exc:
+            if self._broken is not None:  # no writer to ask what is committed now
+                raise
             with holding(self._write_lock, self.busy_timeout, self.path):  # what is committed now
                 now = self._writer.execute(
                     "SELECT 1 FROM contexts WHERE context_id = ?", (context_id,)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import sqlite3
-import traceback
 from typing import Any
 
 from morphz.errors import DamagedStoreError
@@ -95,9 +96,19 @@ def release_statements(exc: BaseException) -> None:
     keeps its read open after the transaction ends, for as long as the error lives, and a
     caller may keep it (a log, a list of failures, ``pytest.raises``): the thread's next reads
     would see that old snapshot, and the writer's next write would wait for ever once another
-    process has written (SQLite's busy snapshot). Clearing those frames' locals closes the
-    cursors; frames still running (the caller's) are left as they are."""
-    traceback.clear_frames(exc.__traceback__)
+    process has written (SQLite's busy snapshot). Only the frames of this package's store
+    modules, which hold its cursors, are cleared: a caller's callback that failed inside a read
+    or a write keeps its locals for a debugger; frames still running are left as they are."""
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_filename.startswith(_STORE):
+            with contextlib.suppress(RuntimeError):  # still running: the read or write it leaves
+                frame.clear()
+        tb = tb.tb_next
+
+
+_STORE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # morphz/store/
 
 
 # how the driver words a text column it cannot decode (Python's sqlite3, every version we run)
