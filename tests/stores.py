@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -255,3 +255,58 @@ def backup(path: Path, copy_to: Path) -> None:
     finally:
         copy.close()
         source.close()
+
+
+def io_error() -> sqlite3.OperationalError:
+    error = sqlite3.OperationalError("disk I/O error")
+    error.sqlite_errorcode = 10  # type: ignore[attr-defined]  # SQLITE_IOERR
+    error.sqlite_errorname = "SQLITE_IOERR"  # type: ignore[attr-defined]
+    return error
+
+
+class FaultyConnection:
+    """A store connection whose statements matching ``fails`` raise ``error()`` instead of
+    running (each at most ``times`` times); everything else is the real connection's."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        fails: Callable[[str], bool],
+        error: Callable[[], BaseException],
+        times: int = 1,
+    ) -> None:
+        self._conn, self._fails, self._error, self._left = conn, fails, error, times
+
+    def _check(self, sql: str) -> None:
+        if self._left and self._fails(sql):
+            self._left -= 1
+            raise self._error()
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        self._check(sql)
+        return self._conn.execute(sql, *args)
+
+    def executemany(self, sql: str, *args: Any) -> Any:
+        self._check(sql)
+        return self._conn.executemany(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def fail_a_write_and_its_rollback(db: morphz.Database, ctx: morphz.Context) -> BaseException | None:
+    """An observation whose event row fails to be written, and whose ROLLBACK fails too (the
+    Database's writer is then closed and its later writes refused): the error the caller gets
+    (None when the write succeeded)."""
+    store: Any = db.store
+    real = store._writer
+    store._writer = FaultyConnection(
+        real, lambda sql: sql.startswith(("INSERT INTO events", "ROLLBACK")), io_error, times=2
+    )
+    try:
+        ctx.observe("user_message", "lost to the disk")
+    except BaseException as exc:
+        return exc
+    finally:
+        store._writer = real
+    return None

@@ -9,7 +9,6 @@ states the behaviour expected of it."""
 from __future__ import annotations
 
 import gc
-import sqlite3
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -26,46 +25,10 @@ import morphz.store.sqlite
 import morphz.store.waiting
 from morphz.errors import MorphzError
 from morphz.store.sqlite_paths import files_written
+from stores import FaultyConnection, fail_a_write_and_its_rollback, io_error
 
 FAST = 0.5  # busy_timeout: a write that waits for a lock left held fails soon, not after 30 s
 HANG_GUARD = 20  # seconds: only stops a thread that waits for ever from hanging the suite
-
-
-def _io_error() -> sqlite3.OperationalError:
-    error = sqlite3.OperationalError("disk I/O error")
-    error.sqlite_errorcode = 10  # type: ignore[attr-defined]  # SQLITE_IOERR
-    error.sqlite_errorname = "SQLITE_IOERR"  # type: ignore[attr-defined]
-    return error
-
-
-class _Faulty:
-    """A store connection whose statements matching ``fails`` raise ``error()`` instead of
-    running (each at most ``times`` times); everything else is the real connection's."""
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        fails: Callable[[str], bool],
-        error: Callable[[], BaseException],
-        times: int = 1,
-    ) -> None:
-        self._conn, self._fails, self._error, self._left = conn, fails, error, times
-
-    def _check(self, sql: str) -> None:
-        if self._left and self._fails(sql):
-            self._left -= 1
-            raise self._error()
-
-    def execute(self, sql: str, *args: Any) -> Any:
-        self._check(sql)
-        return self._conn.execute(sql, *args)
-
-    def executemany(self, sql: str, *args: Any) -> Any:
-        self._check(sql)
-        return self._conn.executemany(sql, *args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
 
 
 def _store(path: Path) -> tuple[morphz.Database, morphz.Context]:
@@ -159,7 +122,7 @@ def _write_in_thread(ctx: morphz.Context) -> str:
 # --- 1. a read whose end fails leaves its snapshot open: the thread reads the past for ever ----
 
 
-@pytest.mark.parametrize("fault", [_io_error, KeyboardInterrupt], ids=["io-error", "ctrl-c"])
+@pytest.mark.parametrize("fault", [io_error, KeyboardInterrupt], ids=["io-error", "ctrl-c"])
 def test_a_read_whose_commit_fails_does_not_pin_the_threads_later_reads(
     tmp_path: Path, fault: Callable[[], BaseException]
 ) -> None:
@@ -173,7 +136,7 @@ def test_a_read_whose_commit_fails_does_not_pin_the_threads_later_reads(
         ctx.status()  # this thread's reader exists
         holder: Any = db.store._local.reader  # type: ignore[attr-defined]
         real = holder.conn
-        holder.conn = _Faulty(real, lambda sql: sql == "COMMIT", fault)
+        holder.conn = FaultyConnection(real, lambda sql: sql == "COMMIT", fault)
         try:
             with pytest.raises((MorphzError, KeyboardInterrupt)):
                 ctx.status()
@@ -282,23 +245,6 @@ def test_a_ctrl_c_at_any_line_of_a_write_leaves_the_thread_able_to_write(tmp_pat
 # --- 3. a rollback that fails: a raw driver error, and the write lock kept from other writers --
 
 
-def _failing_rollback(db: morphz.Database, ctx: morphz.Context) -> BaseException | None:
-    """An observation whose event row fails to be written, and whose ROLLBACK fails too: the
-    error the caller gets (None when the write succeeded)."""
-    store: Any = db.store
-    real = store._writer
-    store._writer = _Faulty(
-        real, lambda sql: sql.startswith(("INSERT INTO events", "ROLLBACK")), _io_error, times=2
-    )
-    try:
-        ctx.observe("user_message", "lost to the disk")
-    except BaseException as exc:
-        return exc
-    finally:
-        store._writer = real
-    return None
-
-
 def test_a_failed_rollback_surfaces_as_a_store_error(tmp_path: Path) -> None:
     """A write fails at its event row and the ROLLBACK that follows fails too: the caller gets
     the bare ``sqlite3.OperationalError`` of the ROLLBACK, not the StoreError the store promises
@@ -306,7 +252,7 @@ def test_a_failed_rollback_surfaces_as_a_store_error(tmp_path: Path) -> None:
     written."""
     db, ctx = _store(tmp_path / "s.db")
     try:
-        error = _failing_rollback(db, ctx)
+        error = fail_a_write_and_its_rollback(db, ctx)
     finally:
         db.close()
     assert isinstance(error, MorphzError), repr(error)
@@ -321,7 +267,7 @@ def test_a_failed_rollback_does_not_keep_other_writers_out(tmp_path: Path) -> No
     db, ctx = _store(path)
     other = morphz.open(path, busy_timeout=FAST)
     try:
-        _failing_rollback(db, ctx)
+        fail_a_write_and_its_rollback(db, ctx)
         other.context("c").observe("user_message", "another writer, meanwhile")  # not busy
         assert [e.text for e in ctx.events()] == [e.text for e in other.context("c").events()]
     finally:

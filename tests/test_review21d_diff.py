@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -19,39 +18,10 @@ import pytest
 
 import morphz
 from morphz.errors import ContextNotFoundError, MorphzError
+from stores import fail_a_write_and_its_rollback
 
 FAST = 0.5  # busy_timeout: nothing here should wait on a lock
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-
-
-def _io_error() -> sqlite3.OperationalError:
-    error = sqlite3.OperationalError("disk I/O error")
-    error.sqlite_errorcode = 10  # type: ignore[attr-defined]  # SQLITE_IOERR
-    error.sqlite_errorname = "SQLITE_IOERR"  # type: ignore[attr-defined]
-    return error
-
-
-class _Faulty:
-    """The writer connection, whose event INSERT and the ROLLBACK after it fail (disk I/O)."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn, self._left = conn, 2
-
-    def _check(self, sql: str) -> None:
-        if self._left and sql.startswith(("INSERT INTO events", "ROLLBACK")):
-            self._left -= 1
-            raise _io_error()
-
-    def execute(self, sql: str, *args: Any) -> Any:
-        self._check(sql)
-        return self._conn.execute(sql, *args)
-
-    def executemany(self, sql: str, *args: Any) -> Any:
-        self._check(sql)
-        return self._conn.executemany(sql, *args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
 
 
 def _store(path: Path) -> tuple[morphz.Database, morphz.Context]:
@@ -59,21 +29,6 @@ def _store(path: Path) -> tuple[morphz.Database, morphz.Context]:
     ctx = db.context("c", create=True)
     ctx.observe("user_message", "deploy the checkout service")
     return db, ctx
-
-
-def _break_writer(db: morphz.Database, ctx: morphz.Context) -> BaseException | None:
-    """A write whose event row and then its ROLLBACK fail: the Database's writer is closed and
-    its later writes refused (the session's ``_roll_back``). The error the writer got."""
-    store: Any = db.store
-    real = store._writer
-    store._writer = _Faulty(real)
-    try:
-        ctx.observe("user_message", "lost to the disk")
-    except BaseException as exc:
-        return exc
-    finally:
-        store._writer = real
-    return None
 
 
 class _LockThatWaits:
@@ -118,7 +73,9 @@ def test_a_write_waiting_as_another_thread_breaks_the_writer_is_a_store_error(
     broke: list[BaseException | None] = []
 
     def other_thread_breaks_the_writer() -> None:
-        thread = threading.Thread(target=lambda: broke.append(_break_writer(db, ctx)))
+        thread = threading.Thread(
+            target=lambda: broke.append(fail_a_write_and_its_rollback(db, ctx))
+        )
         thread.start()
         thread.join(20)
 
@@ -147,7 +104,7 @@ def test_a_nested_read_of_a_missing_context_after_a_broken_writer_is_not_found(
     from ... failed: Cannot operate on a closed database." instead of ContextNotFoundError."""
     db, ctx = _store(tmp_path / "s.db")
     try:
-        assert isinstance(_break_writer(db, ctx), MorphzError)
+        assert isinstance(fail_a_write_and_its_rollback(db, ctx), MorphzError)
         with db.store.read("c"), pytest.raises(MorphzError) as caught, db.store.read("nope"):
             pass
     finally:
