@@ -91,9 +91,12 @@ def run_morphz(
     stdin: str | None = None,
     stdout: Any = subprocess.PIPE,
     env: dict[str, str] | None = None,
+    file_size_limit: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``morphz ARGS`` in a child process in ``tmp_path``, with ``env`` (default:
-    :func:`isolated_env`), ``stdin`` as its input and its output to ``stdout``."""
+    :func:`isolated_env`), ``stdin`` as its input and its output to ``stdout``; under
+    ``file_size_limit`` bytes (:func:`under_file_size_limit`) when one is given."""
+    limit = file_size_limit
     return subprocess.run(
         [sys.executable, "-m", "morphz", *args],
         check=False,
@@ -104,6 +107,7 @@ def run_morphz(
         env=env if env is not None else isolated_env(tmp_path),
         cwd=tmp_path,
         timeout=120,
+        preexec_fn=None if limit is None else (lambda: under_file_size_limit(limit)),
     )
 
 

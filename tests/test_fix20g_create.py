@@ -5,25 +5,15 @@ not meet "an empty file, not a Morphz store yet"."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
-from stores import SRC, isolated_env, under_file_size_limit
+from stores import SRC, isolated_env, run_morphz
 
 
 def _create(tmp_path: Path, path: Path, limit: int | None) -> subprocess.CompletedProcess[str]:
     env = dict(isolated_env(tmp_path), PYTHONPATH=str(SRC))
-    command = [sys.executable, "-m", "morphz", "context", "create", "c", "--db", str(path)]
-    return subprocess.run(
-        command,
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-        preexec_fn=None if limit is None else (lambda: under_file_size_limit(limit)),
-    )
+    args = ("context", "create", "c", "--db", str(path))
+    return run_morphz(tmp_path, *args, env=env, file_size_limit=limit)
 
 
 def test_a_store_that_cannot_be_created_leaves_no_empty_file(tmp_path: Path) -> None:

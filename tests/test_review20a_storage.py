@@ -15,7 +15,7 @@ import pytest
 
 import morphz
 from morphz.errors import StoreError
-from stores import SRC, isolated_env, under_file_size_limit
+from stores import SRC, isolated_env, run_morphz
 from stores import backup as backup_to
 
 # --------------------------------------------------------------------- helpers
@@ -207,16 +207,8 @@ def test_a_write_past_a_file_size_limit_says_what_stopped_it(tmp_path: Path) -> 
         for i in range(5)
     ]
     (tmp_path / "h.jsonl").write_text("\n".join(lines) + "\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "morphz", "context", "import", "c", "h.jsonl", "--db", str(path)],
-        cwd=tmp_path,
-        env=isolated_env(tmp_path),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-        preexec_fn=lambda: under_file_size_limit(600 * 1024),
-    )
+    args = ("context", "import", "c", "h.jsonl", "--db", str(path))
+    done = run_morphz(tmp_path, *args, file_size_limit=600 * 1024)
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     said = done.stderr.lower()
@@ -238,16 +230,8 @@ def test_opening_under_a_file_size_limit_is_not_blamed_on_a_deleted_wal(tmp_path
         db.context("c", create=True)
     assert not Path(f"{path}-shm").exists()
     env = dict(isolated_env(tmp_path), PYTHONPATH=str(SRC))
-    done = subprocess.run(
-        [sys.executable, "-m", "morphz", "context", "status", "c", "--db", str(path)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-        preexec_fn=lambda: under_file_size_limit(16 * 1024),
-    )
+    args = ("context", "status", "c", "--db", str(path))
+    done = run_morphz(tmp_path, *args, env=env, file_size_limit=16 * 1024)
     assert done.returncode == 1, done.stderr
     said = done.stderr.lower()
     assert "disk i/o error" in said, done.stderr  # the limit was hit

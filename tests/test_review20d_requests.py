@@ -77,11 +77,10 @@ def store(tmp_path: Path) -> Iterator[morphz.Database]:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "workspace"
-    folder.mkdir()
-    (folder / "notes.txt").write_text("hello\n", encoding="utf-8")
-    return folder
+def workspace(workspace: Path) -> Path:
+    """conftest's workspace, holding a file for the file tools to find."""
+    (workspace / "notes.txt").write_text("hello\n", encoding="utf-8")
+    return workspace
 
 
 # ------------------------------------------------ a calibration that arrives within an activation

@@ -129,11 +129,10 @@ def working(request: ModelRequest, step: int) -> ModelResponse:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "workspace"
-    folder.mkdir()
-    (folder / "notes.txt").write_text("hello\n", encoding="utf-8")
-    return folder
+def workspace(workspace: Path) -> Path:
+    """conftest's workspace, holding a file for the file tools to find."""
+    (workspace / "notes.txt").write_text("hello\n", encoding="utf-8")
+    return workspace
 
 
 def test_delta_requests_extend_the_previous_one(
