@@ -106,7 +106,7 @@ def test_chat_slash_commands_and_one_turn(setup: tuple[Path, Path, Path]) -> Non
     # /requests: the turn's activation, its four requests (the first of the process unmeasured)
     assert "prefix reuse: bytes of each request that began the previous one" in result.stdout
     row = re.search(
-        r"act-[0-9a-f]{12}\s+default\s+delivered\s+(\d+)\s+([\d,]+)\s+([\d.]+)%", result.stdout
+        r"act-[a-z]{12}\s+default\s+delivered\s+(\d+)\s+([\d,]+)\s+([\d.]+)%", result.stdout
     )
     assert row is not None and row.group(1) == "4" and float(row.group(3)) > 50
 

@@ -691,7 +691,9 @@ def test_estimate_tokens_counts_cjk_closer_to_one_token_per_character() -> None:
     assert estimate_tokens("abcde") == 2
     assert estimate_tokens("部署在杭州") == 5
     assert estimate_tokens("ab部署") == 3
-    assert estimate_tokens("⺀⿿〇𝕏") == 4  # the first wide code points, and beyond the BMP
+    # the first wide code points (U+2FFF, unassigned before Unicode 15.1, would count as a chunk
+    # of its own and one after it), and beyond the BMP
+    assert estimate_tokens("⺀⼀〇𝕏") == 4
     # below U+2E80 a character that is not ASCII counts a third of a token per UTF-8 byte:
     # three bytes each for the symbols, two for the accent: 11 bytes, 3.67 tokens
     assert estimate_tokens("—→✓é") == 4

@@ -344,7 +344,7 @@ def test_when_the_activations_results_do_not_all_fit_the_batch_keeps_the_last_st
     the root and the last step's result (the first file's keeps its state, out of view), so the
     activation goes on instead of failing for a minimum it could have done without."""
     for name in ("a", "b"):
-        lines = (f"{name} line {i}: the build passed\n" for i in range(500))
+        lines = (f"{name} line {i}: the build passed\n" for i in range(400))
         (workspace / f"{name}.txt").write_text("".join(lines), encoding="utf-8")
     ctx.set_budget(Budget(window=32_000, output_reserve=2_000, configured=9_000, reserve=200))
     seen: list[ModelRequest] = []

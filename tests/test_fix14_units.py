@@ -10,9 +10,10 @@ from pathlib import Path
 import morphz
 from morphz.capacity import Budget
 from morphz.encoding.tokens import Calibration
-from morphz.graphemes import token_units
 from morphz.mind.lifecycle import obs_tokens
+from morphz.mind.lines import observation_units
 from morphz.mind.state import ObsState
+from morphz.token_estimate import pieces, text_units
 
 TEXTS = {
     "ascii": "deploy ok, see the server log and restart the service. " * 3,
@@ -27,11 +28,12 @@ def _units(db: morphz.Database, context: str) -> dict[int, tuple[int, int]]:
 
 
 def _as_schema_21(path: Path) -> None:
-    """The store as migration 21 left it: observations without their units."""
+    """The store as migration 21 left it: observations without their units (0029, which
+    counts them by today's rule, runs again after 0022)."""
     conn = sqlite3.connect(path)
     try:
         conn.execute("ALTER TABLE observations DROP COLUMN units")
-        conn.execute("DELETE FROM schema_migrations WHERE number = 22")
+        conn.execute("DELETE FROM schema_migrations WHERE number IN (22, 29)")
         conn.commit()
     finally:
         conn.close()
@@ -45,10 +47,12 @@ def test_observations_keep_their_token_units_and_the_upgrade_counts_them(tmp_pat
             name: ctx.observe("tool_result", text, session="s").ref for name, text in TEXTS.items()
         }
         ctx.commit(f'(context-tx (base-version 0) (reason "r") (retire {refs["russian"]}))')
-        expected = {
-            int(refs[name][2:]): (len(text), token_units(text)) for name, text in TEXTS.items()
-        }
-        assert _units(db, "c") == expected
+        expected = _units(db, "c")
+        assert [chars for chars, _ in expected.values()] == [len(t) for t in TEXTS.values()]
+        # each counts its inbox entry (the last closes the region: ")" costs what a "\n" does)
+        entries = list(pieces(ctx.encode().region("inbox")))[1:]
+        shown = [units for seq, (_, units) in expected.items() if seq != int(refs["russian"][2:])]
+        assert shown == [text_units(entry) for entry in entries]
     _as_schema_21(path)
     with morphz.open(path) as db:
         assert _units(db, "c") == expected  # counted from the events' text
@@ -108,8 +112,14 @@ def test_a_previewed_observation_counts_its_shown_part_by_its_units_per_characte
     assert 0.9 * freed <= stated <= 1.1 * freed, (stated, freed)
 
 
-def test_ascii_observations_count_four_characters_a_token_as_before() -> None:
-    for chars in (0, 1, 5, 16_000, 16_001, 90_000):
-        obs = ObsState(1, "tool_result", "active", False, chars, 3 * chars)
-        shown = chars if chars <= 16_000 else 3_160
-        assert obs_tokens(obs) == (shown + 110 + 3) // 4
+def test_ascii_prose_counts_four_characters_a_token_with_its_entry() -> None:
+    """Prose has fewer chunks than its characters cost, so its entry (text and framing) counts
+    four characters a token (fix 21b: chunks count only where they are more)."""
+    for repeat in (40, 280):  # 2,240 and 15,680 characters: shown whole
+        text = "deploy ok, see the server log and restart the service. " * repeat
+        time = "2026-12-01T10:00:00+00:00"
+        units = observation_units(7, "tool_result", text, session="s", time=time, tick=3)
+        obs = ObsState(7, "tool_result", "active", False, len(text), units)
+        entry = f' (observation @e7 (kind tool_result) (session s) (time "{time}") (tick 3) '
+        entry += f'(text "{text}"))\n'
+        assert obs_tokens(obs) == -(-len(entry) // 4)

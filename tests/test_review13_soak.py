@@ -361,7 +361,7 @@ def test_a_long_run_keeps_every_invariant_and_delta_on_and_off_reach_the_same_mi
     when a seed must be rebuilt (rollback, restore, place, protection, retired sessions); the
     same deterministic agent must reach the same mind with and without it, every request must
     show the live state, and nothing the agent retired may be lost."""
-    budget = Budget(window=32_000, output_reserve=2_000, configured=14_000, reserve=400)
+    budget = Budget(window=32_000, output_reserve=2_000, configured=20_000, reserve=400)
     runs = {}
     for delta in (False, True):
         folder = tmp_path / f"delta-{delta}"

@@ -319,9 +319,9 @@ def import_history(ctx: morphz.Context, size: int = HISTORY_SIZE, session: str =
     )
 
 
-# hard 23000, critical from 19000, normal below 11500: the 300 lines and the protocol (about
-# 19600 tokens, 20700 with every tool schema) are critical but still fit; more than half must go
-PRESSURE_BUDGET = Budget(window=32_000, output_reserve=2_000, configured=23_000, reserve=4_000)
+# hard 29000, critical from 25000, normal below 14500: the 300 lines and the protocol (about
+# 25500 tokens, 26600 with every tool schema) are critical but still fit; more than half must go
+PRESSURE_BUDGET = Budget(window=40_000, output_reserve=2_000, configured=29_000, reserve=4_000)
 
 
 @dataclass

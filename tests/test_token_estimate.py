@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 import morphz
 from morphz.encoding import render
 from morphz.encoding.tokens import estimate_tokens
-from morphz.graphemes import token_units
 from morphz.mind.lifecycle import edge_tokens, frame_tokens, kept_tokens
 from morphz.mind.state import Frame
+from morphz.token_estimate import byte_units, chunk_bound, piece_units, pieces
 from morphz.txlang.sexpr import quote
 
 
@@ -35,11 +35,14 @@ def units_per_character(text: str) -> int:
 @given(st.text(st.characters(codec=None, exclude_categories=())))
 def test_token_units_follow_the_rule_per_character(text: str) -> None:
     # counted on the UTF-8 bytes for speed; the rule is per character (lone surrogates too)
-    assert token_units(text) == units_per_character(text)
-    assert estimate_tokens(text) == -(-units_per_character(text) // 12)
+    assert byte_units(text) == units_per_character(text)
+    # per line of the encoding, the larger of that and a token a chunk: never below the rule
+    assert estimate_tokens(text) == -(-sum(map(piece_units, pieces(text))) // 12)
+    assert estimate_tokens(text) >= -(-units_per_character(text) // 12)
+    assert estimate_tokens(text) >= chunk_bound(text) - text.count("\n")
     # the wide boundary (U+2E7F narrow, three bytes; U+2E80 on wide), beyond the BMP, a surrogate
     edges = "\u2e7f\u2e80\u2fff\u3000\U0010ffff\ud800"
-    assert token_units(text + edges) == token_units(text) + 12 * 6
+    assert byte_units(text + edges) == byte_units(text) + 12 * 6
 
 
 def test_scripts_other_than_latin_count_closer_to_what_tokenizers_spend() -> None:
@@ -59,16 +62,11 @@ def test_scripts_other_than_latin_count_closer_to_what_tokenizers_spend() -> Non
     st.text(st.characters(codec="utf-8"), min_size=1, max_size=40),
     st.text(st.characters(codec="utf-8"), max_size=40),
 )
-def test_a_frames_count_is_at_least_its_rendered_text_estimate_less_the_framing(
-    body_text: str, name_suffix: str
-) -> None:
-    """frame_tokens counts without rendering: its id, body and sources as the estimate counts
-    them, the framing as 32 ASCII characters; it must not fall below the estimate of what the
-    mind region shows for the frame (the revision mark aside)."""
+def test_a_frames_count_is_its_rendered_lines_estimate(body_text: str, name_suffix: str) -> None:
+    """frame_tokens counts the line the mind region shows for the frame (a space before it, a
+    line break after it), so the kept total is the sum of what the region shows."""
     ctx_frame = _frame(f"f/{''.join(c for c in name_suffix if c.isalnum())}", body_text)
-    shown = render.frame(ctx_frame, 0).replace(f" (revision {ctx_frame.revision})", "")
-    assert frame_tokens(ctx_frame) >= estimate_tokens(shown)
-    assert frame_tokens(ctx_frame) <= estimate_tokens(shown) + 2
+    assert frame_tokens(ctx_frame) == estimate_tokens(f" {render.frame(ctx_frame, 0)}\n")
 
 
 def _frame(name: str, text: str) -> Frame:

@@ -5,6 +5,7 @@ one runtime event written in one database transaction (``Context._runtime_event`
 
 from __future__ import annotations
 
+import string
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -47,11 +48,23 @@ def existing_root(context_id: str, root_seq: int | None, root: str | None) -> Ro
     return rooted
 
 
+def new_activation_id() -> str:
+    """``act-`` and twelve random lower-case letters (56 bits): every request's kernel names the
+    activation, and letters alone count the same tokens whatever they are (a hex id's digits
+    and letters cut into a varying number of pre-tokenizer chunks, so its estimate varied)."""
+    draw = uuid.uuid4().int & (1 << 56) - 1  # its node and clock sequence: random bits only
+    letters = []
+    for _ in range(12):
+        draw, letter = divmod(draw, 26)
+        letters.append(string.ascii_lowercase[letter])
+    return "act-" + "".join(letters)
+
+
 def start(ctx: Context, session: str, objective: str | None, rooted: Rooted) -> str:
     """Record an activation's start; ``rooted`` gives its root (seq and ref) under the writer
     lock, before the start event is appended (writing the root itself, or checking it)."""
     appending.check_objective(objective)
-    activation_id = f"act-{uuid.uuid4().hex[:12]}"
+    activation_id = new_activation_id()
     owner = owners.current_owner()
     root: list[tuple[int | None, str | None]] = []
 

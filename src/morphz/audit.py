@@ -13,7 +13,6 @@ from morphz import events as ev
 from morphz.capacity import Budget
 from morphz.checks import check_progress
 from morphz.errors import DamagedStoreError, StoreBusyError, StoreError, TxError
-from morphz.graphemes import token_units
 from morphz.mind import (
     OBSERVATION_KINDS,
     Changes,
@@ -25,6 +24,7 @@ from morphz.mind import (
 )
 from morphz.mind.lifecycle import edge_tokens, kept_tokens
 from morphz.mind.lifecycle import in_view as in_view_frame
+from morphz.mind.lines import observation_units
 from morphz.mind.state import ObsState
 from morphz.owners import untold_reason
 from morphz.recall.documents import (
@@ -88,9 +88,9 @@ def replay_event(state: MindState, event: ev.Event, out: _Report) -> None:
         changes = Changes()
         ensure_session(state, changes, session)
         text = event.text or ""
-        changes.observations[seq] = ObsState(
-            seq, kind, "active", False, len(text), token_units(text)
-        )
+        when, tick = event.time, event.clock
+        units = observation_units(seq, kind, text, session=session, time=when, tick=tick)
+        changes.observations[seq] = ObsState(seq, kind, "active", False, len(text), units)
         clock = state.clock
         if event.clock != clock:
             if event.clock != clock + 1:

@@ -215,8 +215,9 @@ def _grower(tx: Tx, changes: Changes) -> dict[str, Any]:
 
 # tokens a maintenance request adds to the protocol and the frames when no runtime measured its
 # floor (runtime/floor.py): the kernel, the empty regions, the context_tx and recall schemas, the
-# system preamble and the framing (about 620 with the CLI's tools; a test keeps it above that)
-MINIMUM_ALLOWANCE = 700
+# system preamble and the framing (about 740 with the CLI's tools since the estimate counts chunks;
+# a test keeps it above that)
+MINIMUM_ALLOWANCE = 850
 
 
 @dataclass(frozen=True, slots=True)

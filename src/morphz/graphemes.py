@@ -1,6 +1,5 @@
-"""Measures of text that are not its length in code points: where it may be cut without splitting
-what a reader sees as one character (the inbox's previews and recall's hit previews both cut
-so), and how many of its characters are wide (a token each in the estimate)."""
+"""Where text may be cut without splitting what a reader sees as one character (the inbox's
+previews and recall's hit previews both cut so). Its token estimate is morphz.token_estimate's."""
 
 from __future__ import annotations
 
@@ -120,36 +119,3 @@ def boundary(text: str, cut: int, step: int) -> int:
             return at
         at += step
     return cut
-
-
-_LOW = bytes(range(0x80))
-_NOT_FOUR_BYTE_LEAD = bytes(b for b in range(256) if not 0xF0 <= b <= 0xF4)
-# Twelfths of a token: an ASCII character a quarter, each UTF-8 byte of another narrow character
-# a third, a wide character one token
-ASCII_UNITS, NARROW_BYTE_UNITS, WIDE_UNITS, TOKEN_UNITS = 3, 4, 12, 12
-
-
-def token_units(text: str) -> int:
-    """``text``'s token estimate in twelfths of a token (encoding.tokens.estimate_tokens rounds
-    the sum up): four ASCII characters a token; a wide character (U+2E80 and above: CJK, kana,
-    hangul, emoji) one token; any other character a third of a token per UTF-8 byte, which
-    is two thirds for Latin accents, Greek, Cyrillic, Hebrew and Arabic and one token for
-    Devanagari, Thai and the other scripts of three bytes. Tokenizers trained mostly on English
-    spend about 0.5-0.7 tokens on a Cyrillic or Arabic character and up to one or more on an
-    Indic one; counting those at a quarter, as an ASCII character, under-estimated a request of
-    such text two to four times (budgets should err on the safe side).
-
-    Counted on the UTF-8 bytes in two passes: a wide character of three bytes counts what three
-    narrow bytes count (12), so only the characters of four bytes (all wide, 12 instead of 16)
-    and the ASCII ones (3 instead of 4) differ from four units a byte."""
-    if text.isascii():
-        return ASCII_UNITS * len(text)
-    data = text.encode("utf-8", "surrogatepass")
-    high = data.translate(None, _LOW)  # the bytes of the characters that are not ASCII
-    four = len(high.translate(None, _NOT_FOUR_BYTE_LEAD))  # characters of U+10000 and above
-    ascii_chars = len(data) - len(high)
-    return (
-        NARROW_BYTE_UNITS * len(high)
-        + ASCII_UNITS * ascii_chars
-        - (4 * NARROW_BYTE_UNITS - WIDE_UNITS) * four
-    )

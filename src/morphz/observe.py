@@ -20,9 +20,9 @@ from typing import IO, Any, cast
 from morphz import events as ev
 from morphz.checks import MAX_JSON_DEPTH, check_text, too_deep
 from morphz.errors import HistoryImportError, InputError, MorphzError
-from morphz.graphemes import token_units
 from morphz.mind import OBSERVATION_KINDS, Changes, Overlay, chain_head, ensure_session
 from morphz.mind.lifecycle import CLOCK_KINDS
+from morphz.mind.lines import observation_units
 from morphz.mind.state import ObsState
 from morphz.recall import maintain
 from morphz.store.base import WriteTxn
@@ -168,12 +168,14 @@ def append(
         changes = Changes()
         ensure_session(view, changes, session)
         merged.sessions.update(changes.sessions)
-        obs = ObsState(seq, item.kind, "active", False, len(item.text), token_units(item.text))
-        changes.observations[seq] = obs
-        merged.observations[seq] = obs
         if tick and index == 0:  # the new clock from the batch's first event on (the replay's)
             clock += 1
             changes.clock = clock
+        time = item.time or recorded
+        units = observation_units(seq, item.kind, item.text, session=session, time=time, tick=clock)
+        obs = ObsState(seq, item.kind, "active", False, len(item.text), units)
+        changes.observations[seq] = obs
+        merged.observations[seq] = obs
         head = chain_head(head, changes)
         payload: dict[str, Any] | None = {"tick": True} if mark and index == marker else None
         if activation is not None:
@@ -184,7 +186,7 @@ def append(
                 seq,
                 item.kind,
                 session,
-                item.time or recorded,
+                time,
                 recorded,
                 item.text,
                 item.meta,

@@ -9,10 +9,10 @@ from morphz.ids import is_stored_id, make_ref
 from morphz.mind.lifecycle import (
     DEFAULT_PREVIEW_THRESHOLD,
     HEAD_CHARS,
-    REASON_SHOWN,
     TAIL_CHARS,
     remaining_ticks,
 )
+from morphz.mind.lines import frame_text
 from morphz.mind.state import Edge, Frame
 from morphz.store.active_base import ActiveObservation
 from morphz.txlang.sexpr import quote
@@ -70,28 +70,10 @@ def observation_state(obs: ActiveObservation, cited: int) -> str | None:
     return "(" + " ".join(parts) + ")"
 
 
-def _shown_reason(reason: str) -> str:
-    if len(reason) <= REASON_SHOWN:
-        return reason
-    return reason[: boundary(reason, REASON_SHOWN - 1, -1)] + "…"
-
-
 def frame(f: Frame, clock: int) -> str:
-    """A frame in the mind region; ``(lifecycle ...)`` is stated only when it is not active."""
-    parts = [f"(frame {f.id} (revision {f.revision})"]
-    if f.lifecycle != "active":
-        parts.append(f"(lifecycle {f.lifecycle})")
-    left = remaining_ticks(f, clock)
-    if left is not None:
-        parts.append(f"(remaining-ticks {left})")
-        if f.reason:  # shown up to REASON_SHOWN characters (the whole one is in its tx event)
-            parts.append(f"(reason {quote(_shown_reason(f.reason))})")
-    if f.protected:
-        parts.append("(protected)")
-    if f.sources:
-        parts.append(f"(sources {' '.join(f.sources)})")
-    parts.append(f"(body {f.body}))")
-    return " ".join(parts)
+    """A frame in the mind region; ``(lifecycle ...)`` is stated only when it is not active
+    (mind.lines.frame_text, which the kept total's estimate counts)."""
+    return frame_text(f, remaining_ticks(f, clock))
 
 
 def relations(edges: Sequence[Edge], head: str = "relations") -> str:

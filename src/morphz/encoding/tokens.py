@@ -4,32 +4,28 @@ and an exact tokenizer when one is installed."""
 from __future__ import annotations
 
 import math
-import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from morphz.checks import check_whole
 from morphz.errors import InputError
-from morphz.graphemes import TOKEN_UNITS, token_units
+from morphz.token_estimate import pieces, text_units, tokens
 
 EstimateKind = Literal["estimated", "calibrated", "exact"]
 
 
 def estimate_tokens(text: str) -> int:
-    """Four ASCII characters a token; a wide character (U+2E80 and above: CJK, kana, hangul,
-    emoji) one token; any other character a third of a token per UTF-8 byte (graphemes.
-    token_units). It errs on the high side for prose and for text in other scripts, but NOT
-    for text dense in digits and punctuation (numbers, CSV, logs, minified JSON, hex, base64,
-    timestamps), which BPE tokenizers cut into short pieces: an o200k-style tokenizer needs
-    1.3-2.4 times this for such text, up to 4 times for digits between control characters
-    (review 21b). Calibration corrects it once a provider reports what it counted
-    (docs/decisions.md, "The estimate undercounts numeric text")."""
-    if text.isascii():
-        return (len(text) + 3) // 4
-    return -(-token_units(text) // TOKEN_UNITS)
+    """The network-free estimate (morphz.token_estimate): per line of the encoding, the larger
+    of what its characters cost (four ASCII characters a token; a wide character, U+2E80 and
+    above, one; any other character a third of a token per UTF-8 byte) and its o200k/cl100k
+    pre-tokenizer chunks, a token each, which no tokenizer under those patterns counts fewer
+    than. English prose counts by its characters; numbers, JSON, hex, base64, logs and the
+    encoding's S-expressions count by their chunks. Calibration corrects it once a provider
+    reports what it counted."""
+    return tokens(text_units(text))
 
 
 # The reported/estimated ratios one provider report may teach. Real tokenizers stay well inside
@@ -245,22 +241,6 @@ O200K_PATTERN = "|".join(
     ]
 )
 SPLITTABLE_PATTERNS = frozenset({R50K_PATTERN, CL100K_PATTERN, O200K_PATTERN})
-
-_ITEM_START = re.compile(r"\n(?= ?\()")
-
-
-def pieces(text: str) -> Iterator[str]:
-    """``text`` cut after each newline that follows a printable ASCII character other than a
-    space and comes before "(" or " (": where the encoding's lines, and so its regions and
-    items, begin. (A regular expression that looks behind at every position took 16 times as
-    long on an encoding of 80 KB.)"""
-    start = 0
-    for match in _ITEM_START.finditer(text):
-        end = match.end()
-        if end >= 2 and "!" <= text[end - 2] <= "~":
-            yield text[start:end]
-            start = end
-    yield text[start:]
 
 
 class PieceCounter:

@@ -12,7 +12,6 @@ from morphz.mind.lifecycle import (
     advances_clock,
     ensure_session,
     finalize_due,
-    observe_changes,
     remaining_ticks,
 )
 from morphz.mind.memory import MindState
@@ -53,7 +52,6 @@ __all__ = [
     "decide_rebase",
     "ensure_session",
     "finalize_due",
-    "observe_changes",
     "remaining_ticks",
     "tx_boundaries",
 ]

@@ -374,8 +374,8 @@ def _protect(a: _Apply, op: o.Protect) -> None:
         if pending:
             change = "protected; retirement cancelled"
             a.effect(target, change, immediate=before - a.shown(new, rel), eventual=-pending)
-        else:
-            a.effect(target, "protected")
+        else:  # the "(protected)" mark the frame's line now shows
+            a.effect(target, "protected", immediate=before - a.shown(new, rel))
 
 
 def _unprotect(a: _Apply, op: o.Unprotect) -> None:
@@ -399,7 +399,10 @@ def _unprotect(a: _Apply, op: o.Unprotect) -> None:
                     f"frame '{target}' is not protected: drop this operation",
                     target=target,
                 )
-            a.put_frame(replace(frame, protected=False), False, True)
+            new = replace(frame, protected=False)  # active: a protected frame never retires
+            a.put_frame(new, False, True)
+            a.effect(target, "unprotected", immediate=a.shown(frame, 0) - a.shown(new, 0))
+            continue
         a.effect(target, "unprotected")
 
 

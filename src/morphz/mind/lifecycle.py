@@ -11,8 +11,9 @@
 
 from __future__ import annotations
 
-from morphz.graphemes import ASCII_UNITS, TOKEN_UNITS, token_units
+from morphz.mind.lines import edge_units, frame_text, framing_units, line_units
 from morphz.mind.state import Changes, Frame, MindView, ObsState, OpEffect, SessionState
+from morphz.token_estimate import text_units, tokens
 
 DEFAULT_WINDOW = 8
 MAX_WINDOW = 1_000_000
@@ -37,26 +38,15 @@ def advances_clock(kinds: list[str]) -> bool:
 
 
 def frame_tokens(frame: Frame) -> int:
-    """What ``frame`` counts as the encoding's estimate counts its text (encoding.tokens.
-    estimate_tokens: four ASCII characters a token, a wide character one, another character a
-    third of a token per UTF-8 byte), computed without building the text: every frame effect
-    and the kept total count it. The id, body and sources count as they are; the framing, one
-    separator per source and ``(frame `` ... ``(body `` ``)))``, as 32 ASCII characters."""
-    sources, body, name = frame.sources, frame.body, frame.id
-    if body.isascii() and name.isascii() and all(map(str.isascii, sources)):
-        return (len(name) + len(body) + sum(map(len, sources)) + len(sources) + 35) // 4
-    units = ASCII_UNITS * (len(sources) + 32)  # each source counts one separator
-    for text in (name, body, *sources):
-        units += token_units(text)
-    return -(-units // TOKEN_UNITS)
+    """What ``frame`` counts in the mind region as the encoding's estimate counts it, without
+    the marks of a retiring frame (mind.lines.frame_text): every frame effect and the kept
+    total count it."""
+    return tokens(line_units(frame_text(frame, None, marks=False)))
 
 
 def edge_tokens(edge: tuple[str, str, str]) -> int:
     """What a relation counts in the mind region while its subject is in view: `` (S R O)``."""
-    units = ASCII_UNITS * 5
-    for part in edge:
-        units += token_units(part)  # (ASCII: three units a character)
-    return -(-units // TOKEN_UNITS)
+    return tokens(edge_units(edge))
 
 
 def in_view(frame: Frame | None) -> bool:
@@ -64,8 +54,9 @@ def in_view(frame: Frame | None) -> bool:
     return frame is not None and frame.lifecycle != "retired"
 
 
-RETIRING_MARKS = 50  # characters of (lifecycle retiring) (remaining-ticks N) (reason "")
-REASON_SHOWN = 200  # characters of a retiring frame's reason the mind region shows
+# the ticks a retiring frame's marks count as left (the line shows the ticks left until its
+# deadline, which changes every tick; the kept total counts the window's default)
+MARKED_TICKS = 8
 
 
 def kept_tokens(frame: Frame | None) -> int:
@@ -75,15 +66,13 @@ def kept_tokens(frame: Frame | None) -> int:
 
 
 def retiring_marks(frame: Frame | None) -> int:
-    """The tokens of ``(lifecycle retiring) (remaining-ticks N) (reason "...")`` beside a
-    retiring frame (its reason as the mind region shows it); 0 for any other frame."""
+    """The tokens ``(lifecycle retiring) (remaining-ticks N) (reason "...")`` add to a retiring
+    frame's line (its reason as the mind region shows it, N stood in by MARKED_TICKS); 0 for
+    any other frame."""
     if frame is None or frame.lifecycle != "retiring":
         return 0
-    reason = (frame.reason or "")[:REASON_SHOWN]
-    escapes = reason.count("\\") + reason.count('"')  # quoted: each one more character
-    units = ASCII_UNITS * (RETIRING_MARKS + escapes)
-    units += token_units(reason)
-    return -(-units // TOKEN_UNITS)
+    marked = tokens(line_units(frame_text(frame, MARKED_TICKS)))
+    return max(0, marked - frame_tokens(frame))
 
 
 def view_tokens(frame: Frame | None) -> int:
@@ -107,20 +96,24 @@ def shown_chars(chars: int, threshold: int = DEFAULT_PREVIEW_THRESHOLD) -> int:
     return min(HEAD_CHARS, threshold // 2) + min(TAIL_CHARS, threshold // 4) + PREVIEW_MARKER_CHARS
 
 
-OBSERVATION_FRAMING = 110  # characters: (observation @eN (kind K) (session S) (time "...") ...)
+# what a preview adds to an entry: its framing and its "read @eN with recall" note
+PREVIEW_MARKER = (
+    '(preview (total-chars 100000) (head "") (omitted "97000 characters: read @e1000 with '
+    'recall for the full text") (tail ""))'
+)
 
 
 def obs_tokens(obs: ObsState, threshold: int = DEFAULT_PREVIEW_THRESHOLD) -> int:
     """What ``obs`` counts in the inbox: its entry's framing and text, or its preview when
     longer than ``threshold`` (receipts state what retiring or restoring it changes in a
-    request). The text counts as the estimate counts it (its token units, kept with it); a
-    preview's head and tail count the text's units per character, its marker and the framing
-    as ASCII. ASCII text counts four characters a token, as before."""
+    request), as kept with it (mind.lines.observation_units); a preview's head and tail count
+    the text's units per character, beside its marker."""
     units = obs.units
     if obs.chars > threshold:  # a preview (shown_chars)
+        framing = framing_units(obs.seq, obs.kind)
         text = shown_chars(obs.chars, threshold) - PREVIEW_MARKER_CHARS
-        units = obs.units * text // obs.chars + ASCII_UNITS * PREVIEW_MARKER_CHARS
-    return -(-(units + ASCII_UNITS * OBSERVATION_FRAMING) // TOKEN_UNITS)
+        units = (units - framing) * text // obs.chars + framing + text_units(PREVIEW_MARKER)
+    return tokens(units)
 
 
 def remaining_ticks(frame: Frame, clock: int) -> int | None:
@@ -128,13 +121,6 @@ def remaining_ticks(frame: Frame, clock: int) -> int | None:
     if frame.lifecycle != "retiring" or frame.deadline is None:
         return None
     return max(0, frame.deadline - clock)
-
-
-def observe_changes(seq: int, kind: str, text: str) -> Changes:
-    """The projection rows an appended observation of ``text`` creates."""
-    changes = Changes()
-    changes.observations[seq] = ObsState(seq, kind, "active", False, len(text), token_units(text))
-    return changes
 
 
 def ensure_session(view: MindView, changes: Changes, session_id: str) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from morphz.capacity import LIMIT_KEYS, Batch, Item, select_batch
 from morphz.encoding.compile import Encoding
-from morphz.runtime.costs import directory_allowance, observation_costs
+from morphz.runtime.costs import directory_allowance, observation_costs, with_refs
 
 Encode = Callable[[frozenset[int]], Awaitable[Encoding]]  # a maintenance compile showing these
 
@@ -27,8 +27,10 @@ def choose(
     observations of ``full`` that fit, each allowing for its directory ref: those of ``first``
     in its order, then the oldest (a later, smaller one may still fit after a larger one did
     not); none when even that allowance does not fit. Deterministic."""
-    costs = observation_costs(full, factor)
     rest = [o for o in full.state.observations if o.seq not in must]
+    order = {seq: n for n, seq in enumerate(dict.fromkeys(first))}  # as select_batch takes them
+    considered = sorted(rest, key=lambda o: (order.get(o.seq, len(order)), o.seq))
+    costs = with_refs(observation_costs(full, factor), considered, factor)
     optional = [Item(o.seq, costs[o.seq]) for o in rest]
     batch = select_batch(optional, directory_allowance(rest, factor), room, set(), first)
     shown = set(batch.seqs) if batch.fits else set()

@@ -14,11 +14,12 @@ from collections.abc import Callable, Iterable
 from importlib import resources
 
 from morphz.errors import SchemaError
-from morphz.graphemes import ASCII_UNITS, token_units
 from morphz.mind.lifecycle import edge_tokens, kept_tokens
+from morphz.mind.lines import observation_units
 from morphz.recall.documents import time_us
 from morphz.store.sqlite_builders import drop_unrecorded_builders
 from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
+from morphz.token_estimate import ASCII_UNITS, byte_units
 
 
 def bundled() -> list[tuple[int, str, str]]:
@@ -121,10 +122,11 @@ def _repair_landed_schema(conn: sqlite3.Connection) -> None:
 
 def _count_observation_units(conn: sqlite3.Connection) -> None:
     """Migration 0022: ``observations.units`` (unless the table has it), each observation's
-    token units from its event's text, in one UPDATE that SQLite streams row by row (a store's
-    whole history is never in memory). An observation without its event, or whose event's text
-    cannot be read (not UTF-8: a damaged store, which the audit reports), counts as before, a
-    quarter of a token a character."""
+    token units from its event's text, counted by the rule of the time (what its characters
+    cost: 0029 counts them again by today's), in one UPDATE that SQLite streams row by row (a
+    store's whole history is never in memory). An observation without its event, or whose
+    event's text cannot be read (not UTF-8: a damaged store, which the audit reports), counts as
+    before, a quarter of a token a character."""
     if "units" not in [r[1] for r in conn.execute("PRAGMA table_info(observations)")]:
         conn.execute("ALTER TABLE observations ADD COLUMN units INTEGER NOT NULL DEFAULT 0")
     conn.create_function("morphz_token_units", 1, _stored_text_units, deterministic=True)
@@ -139,13 +141,49 @@ def _count_observation_units(conn: sqlite3.Connection) -> None:
 
 
 def _stored_text_units(stored: bytes) -> int | None:
-    """The token units of an event's stored text, or None when it is not UTF-8 (the caller
+    """What an event's stored text's characters cost, or None when it is not UTF-8 (the caller
     then counts the observation by its characters, and the audit reports the event)."""
     try:
         text = stored.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return token_units(text)
+    return byte_units(text)
+
+
+def _recount_tokens(conn: sqlite3.Connection) -> None:
+    """Migration 0029: each observation's units (its inbox entry, mind.lines.observation_units)
+    and each context's kept total of the frames in view, counted again by the estimate that
+    counts a line's chunks. An observation whose event's text cannot be read keeps its units."""
+    conn.create_function("morphz_entry_units", 6, _stored_entry_units, deterministic=True)
+    try:
+        conn.execute(  # the text as bytes, and the session and time (sqlite3 cannot hand a
+            # function undecodable text)
+            "UPDATE observations SET units = coalesce((SELECT morphz_entry_units(observations.seq,"
+            " observations.kind, CAST(e.session_id AS BLOB), CAST(e.time AS BLOB), e.clock, "
+            "CAST(coalesce(e.text, '') AS BLOB)) FROM events e WHERE e.context_id = "
+            "observations.context_id AND e.seq = observations.seq), units)"
+        )
+    finally:
+        conn.create_function("morphz_entry_units", 6, None)
+    _count_frame_tokens(conn)
+
+
+def _stored_entry_units(  # noqa: PLR0917 - an SQL function's arguments are positional
+    seq: int, kind: str, session: bytes, time: bytes, tick: int, stored: bytes
+) -> int | None:
+    """An observation's units from its event's stored columns; None when one of its texts is
+    not UTF-8 (it then keeps its units, and the audit reports the event)."""
+    try:
+        return observation_units(
+            seq,
+            kind,
+            stored.decode("utf-8"),
+            session=session.decode("utf-8"),
+            time=time.decode("utf-8"),
+            tick=tick,
+        )
+    except UnicodeDecodeError:
+        return None
 
 
 # Python steps of a migration, run right after its SQL in the same transaction
@@ -159,6 +197,7 @@ AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
     17: _repair_landed_schema,
     18: drop_unrecorded_builders,
     22: _count_observation_units,
+    29: _recount_tokens,
 }
 
 
