@@ -97,7 +97,14 @@ def commit_in(
         else {}
     )
     rebased = decide_rebase(tx, row.version, row.barrier, changed)
-    env = Env(session, w.session_busy, w.causally_protected, _orphan_note(w), _threshold(w))
+    env = Env(
+        session,
+        w.session_busy,
+        w.causally_protected,
+        _orphan_note(w),
+        _threshold(w),
+        _preview_units(w),
+    )
     changes = apply_tx(w, tx, env)
     ensure_session(w, changes, session)
     version, seq = row.version + 1, row.last_seq + 1
@@ -195,6 +202,26 @@ def _threshold(w: WriteTxn) -> Callable[[], int]:
         return stored_view(w.active.settings(), w.row.context_id).preview_threshold
 
     return read
+
+
+def _preview_units(w: WriteTxn) -> Callable[[int, int], int | None]:
+    """The token units of an observation's inbox entry shown as a preview, rendered from its
+    event as the inbox renders it (receipts count a retired or restored long observation so);
+    None when its event cannot be read here."""
+    from morphz.encoding import render
+    from morphz.store.active_base import ActiveObservation, value_text
+    from morphz.token_estimate import text_units
+
+    def units(seq: int, threshold: int) -> int | None:
+        event = w.event(seq)
+        if event is None:
+            return None
+        meta = tuple(sorted((k, value_text(v)) for k, v in (event.meta or {}).items()))
+        kind, session, text = event.kind, event.session_id, event.text or ""
+        shown = ActiveObservation(seq, kind, session, event.time, text, False, event.clock, meta)
+        return text_units(f" {render.observation(shown, threshold)}\n")
+
+    return units
 
 
 def _grower(tx: Tx, changes: Changes) -> dict[str, Any]:

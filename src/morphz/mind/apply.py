@@ -36,6 +36,7 @@ from morphz.mind.state import (
     SessionState,
 )
 from morphz.mind.supersede import completes, fast_path
+from morphz.token_estimate import tokens
 from morphz.txlang import ops as o
 from morphz.txlang.sexpr import line_col
 
@@ -62,6 +63,10 @@ class Env:
     root_note: Callable[[int], str] = lambda _: ""
     # the context's preview threshold (receipts count a long observation as its preview)
     preview_threshold: Callable[[], int] = lambda: DEFAULT_PREVIEW_THRESHOLD
+    # the token units of observation seq's inbox entry shown as a preview under a threshold:
+    # the mind layer has not its text, and a preview's head and tail may be far denser in
+    # chunks than the text on average (None: counted from the units kept with it)
+    preview_units: Callable[[int, int], int | None] = lambda seq, threshold: None
     # whether the receipt is wanted: a replay (the audit) rebuilds the state, which the
     # receipt's effects are no part of, so it records none and skips the lookups only their
     # figures need (a frame's relations)
@@ -140,6 +145,17 @@ class _Apply:
         if not self.env.receipts or not in_view(frame):
             return 0
         return kept_tokens(frame) + relations
+
+    def shown_obs(self, obs: ObsState) -> int:
+        """What ``obs`` counts in the inbox (its entry, or its preview); 0 in a replay."""
+        if not self.env.receipts:
+            return 0
+        threshold = self.env.preview_threshold()
+        if obs.chars > threshold:
+            units = self.env.preview_units(obs.seq, threshold)
+            if units is not None:
+                return tokens(units)
+        return obs_tokens(obs, threshold)
 
     def pending(self, frame: Frame | None, relations: int) -> int:
         """The relief a retiring ``frame`` brings when its window ends; 0 for any other."""
@@ -274,7 +290,7 @@ def _retire_obs(a: _Apply, ref: str) -> None:
     if obs.lifecycle == "retired":
         raise a.fail(ValidationError, f"{ref} is already retired; nothing to retire", target=ref)
     a.put_obs(obs.with_life("retired", obs.protected))
-    a.effect(ref, "retired", immediate=obs_tokens(obs, a.env.preview_threshold()))
+    a.effect(ref, "retired", immediate=a.shown_obs(obs))
 
 
 def _retire_frame(a: _Apply, fid: str) -> None:
@@ -322,7 +338,7 @@ def _restore(a: _Apply, op: o.Restore) -> None:
                     target=target,
                 )
             a.put_obs(obs.with_life("active", obs.protected))
-            a.effect(target, "restored", immediate=-obs_tokens(obs, a.env.preview_threshold()))
+            a.effect(target, "restored", immediate=-a.shown_obs(obs))
             continue
         frame = a.need_frame(target)
         if frame.lifecycle == "active":

@@ -54,9 +54,9 @@ def in_view(frame: Frame | None) -> bool:
     return frame is not None and frame.lifecycle != "retired"
 
 
-# the ticks a retiring frame's marks count as left (the line shows the ticks left until its
-# deadline, which changes every tick; the kept total counts the window's default)
-MARKED_TICKS = 8
+# the ticks a retiring frame's marks count as left: the line shows the ticks left until its
+# deadline, which changes every tick, so the kept total counts the widest a window can show
+MARKED_TICKS = MAX_WINDOW
 
 
 def kept_tokens(frame: Frame | None) -> int:
