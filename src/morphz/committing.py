@@ -207,7 +207,7 @@ def _threshold(w: WriteTxn) -> Callable[[], int]:
 def _preview_units(w: WriteTxn) -> Callable[[int, int], int | None]:
     """The token units of an observation's inbox entry shown as a preview, rendered from its
     event as the inbox renders it (receipts count a retired or restored long observation so);
-    None when its event cannot be read here."""
+    None when its event is not in the store."""
     from morphz.encoding import render
     from morphz.store.active_base import ActiveObservation, value_text
     from morphz.token_estimate import text_units

@@ -36,7 +36,10 @@ def text_units(text: str) -> int:
     """``text``'s token estimate in twelfths of a token: the sum over its :func:`pieces` of
     :func:`piece_units`. Each piece's figure is remembered, and so is the whole text's: most
     regions of a request are the same as the previous request's (the protocol, the mind
-    between two commits), and finding a text's pieces costs about a microsecond each."""
+    between two commits), and finding a text's pieces costs about a microsecond each. A short
+    text (a relation, a ref) is measured, not remembered."""
+    if len(text) < 16:
+        return sum(map(piece_units, pieces(text)))
     key = hash(text) << 32 ^ len(text)
     units = _memo.known.get(key)
     if units is None:
