@@ -11,7 +11,7 @@ import morphz
 from morphz.capacity import Budget
 from morphz.encoding.tokens import Calibration
 from morphz.mind.lifecycle import obs_tokens
-from morphz.mind.lines import observation_units
+from morphz.mind.lines import Entry, observation_units
 from morphz.mind.state import ObsState
 from morphz.token_estimate import pieces, text_units
 
@@ -118,7 +118,7 @@ def test_ascii_prose_counts_four_characters_a_token_with_its_entry() -> None:
     for repeat in (40, 280):  # 2,240 and 15,680 characters: shown whole
         text = "deploy ok, see the server log and restart the service. " * repeat
         time = "2026-12-01T10:00:00+00:00"
-        units = observation_units(7, "tool_result", text, session="s", time=time, tick=3)
+        units = observation_units(Entry(7, "tool_result", "s", time, 3), text)
         obs = ObsState(7, "tool_result", "active", False, len(text), units)
         entry = f' (observation @e7 (kind tool_result) (session s) (time "{time}") (tick 3) '
         entry += f'(text "{text}"))\n'

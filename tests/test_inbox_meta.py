@@ -10,7 +10,7 @@ import pytest
 
 import morphz
 from histories import Clock
-from morphz.encoding.render import META_SHOWN
+from morphz.mind.lines import META_SHOWN
 from stores import run_sql
 
 LOCAL = "2026-08-04T10:00:00+00:00"

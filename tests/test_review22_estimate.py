@@ -5,7 +5,9 @@ finding: mended, and not tested by a timed assertion.)"""
 
 from __future__ import annotations
 
+import sqlite3
 import unicodedata
+from pathlib import Path
 
 import morphz
 from agents import region_tokens
@@ -72,3 +74,38 @@ def test_a_frame_retiring_in_a_long_window_is_kept_at_what_the_mind_shows(
         kept = r.active.frame_tokens()
     shown = region_tokens(ctx, "mind") - framing
     assert kept >= shown, (kept, shown)
+
+
+def test_a_tool_results_receipt_counts_its_meta_as_the_inbox_shows_it(ctx: morphz.Context) -> None:
+    """A tool result's entry shows its meta (tool, call, error): its receipt said 50 tokens
+    where the inbox lost 71, its units leaving the meta out. Expected: within a token or two."""
+    before = region_tokens(ctx, "inbox")
+    meta = {"tool": "read_file", "call": "call_7Hq2xLw9", "error": False}
+    (event,) = ctx.observe_batch([morphz.Observation("tool_result", "done: 12 rows", meta=meta)])
+    grew = region_tokens(ctx, "inbox") - before
+    receipt = _tx(ctx, f"(retire {event.ref})")
+    assert abs(receipt.tokens_immediate - grew) <= 1, (receipt.tokens_immediate, grew)
+
+
+def test_the_upgrade_counts_the_meta_of_observations_counted_without_it(tmp_path: Path) -> None:
+    """A store migrated by 0029 kept units without the meta; 0030 counts them again, and the
+    audit (which counts them from the events) finds the store sound."""
+    path = tmp_path / "s.db"
+    meta = {"tool": "grep", "call": "c1"}
+    with morphz.open(path) as db:
+        ctx = db.context("c", create=True)
+        ctx.observe_batch([morphz.Observation("tool_result", "3 matches", meta=meta)])
+        ctx.observe("user_message", "and without meta")
+        with db.store.read("c") as r:
+            units = [o.units for o in r.observations()]
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("UPDATE observations SET units = units - 100 WHERE seq = 1")
+        conn.execute("DELETE FROM schema_migrations WHERE number = 30")
+        conn.commit()
+    finally:
+        conn.close()
+    with morphz.open(path) as db:
+        with db.store.read("c") as r:
+            assert [o.units for o in r.observations()] == units
+        assert db.context("c").audit().ok

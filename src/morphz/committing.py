@@ -209,16 +209,17 @@ def _preview_units(w: WriteTxn) -> Callable[[int, int], int | None]:
     event as the inbox renders it (receipts count a retired or restored long observation so);
     None when its event is not in the store."""
     from morphz.encoding import render
-    from morphz.store.active_base import ActiveObservation, value_text
+    from morphz.store.active_base import ActiveObservation, meta_pairs
     from morphz.token_estimate import text_units
 
     def units(seq: int, threshold: int) -> int | None:
         event = w.event(seq)
         if event is None:
             return None
-        meta = tuple(sorted((k, value_text(v)) for k, v in (event.meta or {}).items()))
-        kind, session, text = event.kind, event.session_id, event.text or ""
-        shown = ActiveObservation(seq, kind, session, event.time, text, False, event.clock, meta)
+        kind, session, text, meta = event.kind, event.session_id, event.text or "", event.meta
+        shown = ActiveObservation(
+            seq, kind, session, event.time, text, False, event.clock, meta_pairs(meta)
+        )
         return text_units(f" {render.observation(shown, threshold)}\n")
 
     return units

@@ -22,9 +22,10 @@ from morphz.checks import MAX_JSON_DEPTH, check_text, too_deep
 from morphz.errors import HistoryImportError, InputError, MorphzError
 from morphz.mind import OBSERVATION_KINDS, Changes, Overlay, chain_head, ensure_session
 from morphz.mind.lifecycle import CLOCK_KINDS
-from morphz.mind.lines import observation_units
+from morphz.mind.lines import Entry, observation_units
 from morphz.mind.state import ObsState
 from morphz.recall import maintain
+from morphz.store.active_base import meta_pairs
 from morphz.store.base import WriteTxn
 
 IMPORT_CHUNK = 5000
@@ -172,7 +173,8 @@ def append(
             clock += 1
             changes.clock = clock
         time = item.time or recorded
-        units = observation_units(seq, item.kind, item.text, session=session, time=time, tick=clock)
+        entry = Entry(seq, item.kind, session, time, clock, meta_pairs(item.meta))
+        units = observation_units(entry, item.text)
         obs = ObsState(seq, item.kind, "active", False, len(item.text), units)
         changes.observations[seq] = obs
         merged.observations[seq] = obs

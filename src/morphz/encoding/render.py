@@ -5,31 +5,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from morphz.graphemes import boundary
-from morphz.ids import is_stored_id, make_ref
+from morphz.ids import make_ref
 from morphz.mind.lifecycle import (
     DEFAULT_PREVIEW_THRESHOLD,
     HEAD_CHARS,
     TAIL_CHARS,
     remaining_ticks,
 )
-from morphz.mind.lines import frame_text
+from morphz.mind.lines import Entry, frame_text
 from morphz.mind.state import Edge, Frame
 from morphz.store.active_base import ActiveObservation
 from morphz.txlang.sexpr import quote
 
-# the most characters an observation's meta takes in the inbox; a longer one is named, not shown
-META_SHOWN = 1_000
-
 
 def observation(obs: ActiveObservation, threshold: int = DEFAULT_PREVIEW_THRESHOLD) -> str:
     """One inbox entry: immutable content only (so the inbox prefix never changes), including
-    the tick of the cognitive clock it arrived at (its age is the kernel's clock minus that)."""
-    head = (
-        f"(observation {make_ref(obs.seq)} (kind {obs.kind}) (session {obs.session_id}) "
-        f"(time {quote(obs.time)}) (tick {obs.arrival_clock}){_meta(obs)}"
-    )
+    the tick of the cognitive clock it arrived at (its age is the kernel's clock minus that):
+    mind.lines.Entry, whose whole form the observation's kept units count."""
+    entry = Entry(obs.seq, obs.kind, obs.session_id, obs.time, obs.arrival_clock, obs.meta)
     if len(obs.text) <= threshold:
-        return f"{head} (text {quote(obs.text)}))"
+        return entry.whole(obs.text)
     # head + tail <= 3/4 of the threshold < the text: they never overlap, omitted > 0
     text = obs.text
     first = boundary(text, min(HEAD_CHARS, threshold // 2), -1)
@@ -38,23 +33,10 @@ def observation(obs: ActiveObservation, threshold: int = DEFAULT_PREVIEW_THRESHO
     ref = make_ref(obs.seq)
     tail = quote(text[start:])
     return (
-        f"{head} (preview (total-chars {len(text)}) (head {quote(text[:first])}) "
+        f"{entry.head()} (preview (total-chars {len(text)}) (head {quote(text[:first])}) "
         f'(omitted "{omitted} characters: read {ref} with recall for the full text") '
         f"(tail {tail})))"
     )
-
-
-def _meta(obs: ActiveObservation) -> str:
-    """What was kept with ``obs`` as meta (a tool result's tool, call and error; an import's
-    speaker), or nothing: each key with its value, or a note naming its size when it is longer
-    than META_SHOWN characters (recall reads an event with its whole meta)."""
-    if not obs.meta:
-        return ""
-    items = " ".join(f"({k if is_stored_id(k) else quote(k)} {quote(v)})" for k, v in obs.meta)
-    if len(items) <= META_SHOWN:
-        return f" (meta {items})"
-    ref = make_ref(obs.seq)
-    return f' (meta-omitted "{len(items)} characters: read {ref} with recall for its meta")'
 
 
 def observation_state(obs: ActiveObservation, cited: int) -> str | None:

@@ -104,6 +104,12 @@ def value_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
 
 
+def meta_pairs(meta: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
+    """An event's meta (as read back) as :attr:`ActiveObservation.meta`: (key, value_text) in
+    key order."""
+    return tuple((k, value_text(v)) for k, v in sorted((meta or {}).items()))
+
+
 def meta_items(context_id: str, seq: int, text: str | None) -> tuple[tuple[str, str], ...]:
     """The stored meta ``text`` of event ``seq`` (a JSON object, or None) as
     :attr:`ActiveObservation.meta`; StoreError when the row holds no JSON object."""
@@ -149,7 +155,7 @@ def _decoded_meta(text: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
     value, why = json_object(text)
     if value is None:
         return (), why
-    return tuple((k, value_text(v)) for k, v in sorted(value.items())), None
+    return meta_pairs(value), None
 
 
 # remembered: every compile shows the same observations' meta again, a runtime's tool results

@@ -15,8 +15,9 @@ from importlib import resources
 
 from morphz.errors import SchemaError
 from morphz.mind.lifecycle import edge_tokens, kept_tokens
-from morphz.mind.lines import observation_units
+from morphz.mind.lines import Entry, observation_units
 from morphz.recall.documents import time_us
+from morphz.store.active_base import json_object, meta_pairs
 from morphz.store.sqlite_builders import drop_unrecorded_builders
 from morphz.store.sqlite_rows import FRAME_COLS, frame_from_row
 from morphz.token_estimate import ASCII_UNITS, byte_units
@@ -151,37 +152,43 @@ def _stored_text_units(stored: bytes) -> int | None:
 
 
 def _recount_tokens(conn: sqlite3.Connection) -> None:
-    """Migration 0029: each observation's units (its inbox entry, mind.lines.observation_units)
-    and each context's kept total of the frames in view, counted again by the estimate that
-    counts a line's chunks. An observation whose event's text cannot be read keeps its units."""
-    conn.create_function("morphz_entry_units", 6, _stored_entry_units, deterministic=True)
-    try:
-        conn.execute(  # the text as bytes, and the session and time (sqlite3 cannot hand a
-            # function undecodable text)
-            "UPDATE observations SET units = coalesce((SELECT morphz_entry_units(observations.seq,"
-            " observations.kind, CAST(e.session_id AS BLOB), CAST(e.time AS BLOB), e.clock, "
-            "CAST(coalesce(e.text, '') AS BLOB)) FROM events e WHERE e.context_id = "
-            "observations.context_id AND e.seq = observations.seq), units)"
-        )
-    finally:
-        conn.create_function("morphz_entry_units", 6, None)
+    """Migration 0029: each observation's units and each context's kept total of the frames in
+    view, counted again by the estimate that counts a line's chunks."""
+    _recount_units(conn)
     _count_frame_tokens(conn)
 
 
-def _stored_entry_units(  # noqa: PLR0917 - an SQL function's arguments are positional
-    seq: int, kind: str, session: bytes, time: bytes, tick: int, stored: bytes
-) -> int | None:
-    """An observation's units from its event's stored columns; None when one of its texts is
-    not UTF-8 (it then keeps its units, and the audit reports the event)."""
+def _recount_units(conn: sqlite3.Connection) -> None:
+    """Migrations 0029 and 0030: each observation's units, its whole inbox entry's (mind.lines.
+    observation_units: since 0030 with its meta), from its event's stored columns, in one
+    UPDATE that SQLite streams row by row. An observation whose event's text, session, time or
+    meta cannot be read keeps its units (the audit reports the event)."""
+    conn.create_function("morphz_entry_units", 7, _stored_entry_units, deterministic=True)
     try:
-        return observation_units(
-            seq,
-            kind,
-            stored.decode("utf-8"),
-            session=session.decode("utf-8"),
-            time=time.decode("utf-8"),
-            tick=tick,
+        conn.execute(  # texts as bytes: sqlite3 cannot hand a function undecodable text
+            "UPDATE observations SET units = coalesce((SELECT morphz_entry_units(observations.seq,"
+            " observations.kind, CAST(e.session_id AS BLOB), CAST(e.time AS BLOB), e.clock, "
+            "CAST(e.meta AS BLOB), CAST(coalesce(e.text, '') AS BLOB)) FROM events e WHERE "
+            "e.context_id = observations.context_id AND e.seq = observations.seq), units)"
         )
+    finally:
+        conn.create_function("morphz_entry_units", 7, None)
+
+
+def _stored_entry_units(  # noqa: PLR0917 - an SQL function's arguments are positional
+    seq: int, kind: str, session: bytes, time: bytes, tick: int, meta: bytes | None, text: bytes
+) -> int | None:
+    """An observation's units from its event's stored columns; None when one of them cannot be
+    read (not UTF-8, a meta that is no JSON object)."""
+    try:
+        pairs: tuple[tuple[str, str], ...] = ()
+        if meta is not None:
+            value, _ = json_object(meta.decode("utf-8"))
+            if value is None:
+                return None
+            pairs = meta_pairs(value)
+        entry = Entry(seq, kind, session.decode("utf-8"), time.decode("utf-8"), tick, pairs)
+        return observation_units(entry, text.decode("utf-8"))
     except UnicodeDecodeError:
         return None
 
@@ -198,6 +205,7 @@ AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
     18: drop_unrecorded_builders,
     22: _count_observation_units,
     29: _recount_tokens,
+    30: _recount_units,
 }
 
 
