@@ -5,7 +5,6 @@ finding: mended, and not tested by a timed assertion.)"""
 
 from __future__ import annotations
 
-import sqlite3
 import unicodedata
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import morphz
 from agents import region_tokens
 from morphz import token_estimate
 from morphz.token_estimate import chunk_bound
+from stores import run_sql
 from test_review21b_capacity import o200k_minimum
 
 _KINDS = {"Lu": "u", "Lt": "u", "Ll": "l", "Lm": "o", "Lo": "o", "Mn": "o", "Mc": "o"}
@@ -98,13 +98,11 @@ def test_the_upgrade_counts_the_meta_of_observations_counted_without_it(tmp_path
         ctx.observe("user_message", "and without meta")
         with db.store.read("c") as r:
             units = [o.units for o in r.observations()]
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("UPDATE observations SET units = units - 100 WHERE seq = 1")
-        conn.execute("DELETE FROM schema_migrations WHERE number = 30")
-        conn.commit()
-    finally:
-        conn.close()
+    run_sql(
+        path,
+        "UPDATE observations SET units = units - 100 WHERE seq = 1",
+        "DELETE FROM schema_migrations WHERE number = 30",
+    )
     with morphz.open(path) as db:
         with db.store.read("c") as r:
             assert [o.units for o in r.observations()] == units
