@@ -20,8 +20,10 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import shutil
+import string
 import sys
 import tempfile
 import time
@@ -210,11 +212,27 @@ def store_folder(keep: Path | None, prefix: str) -> Iterator[Path]:
         keep.mkdir(parents=True, exist_ok=False)
         yield keep
         return
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder = _fresh_folder(prefix)
     try:
         yield folder
     finally:
         shutil.rmtree(folder)
+
+
+def _fresh_folder(prefix: str) -> Path:
+    """A new private folder in the temporary directory, named ``prefix`` and twelve random
+    lower-case letters: the workspace's path is in every request's encoding, and the estimate
+    counts its pre-tokenizer chunks, which tempfile's names of letters, digits and "_" vary
+    from run to run (the same seed then gave another report)."""
+    draw = random.SystemRandom()
+    while True:
+        name = prefix + "".join(draw.choice(string.ascii_lowercase) for _ in range(12))
+        folder = Path(tempfile.gettempdir()) / name
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        return folder
 
 
 def eval_config(
