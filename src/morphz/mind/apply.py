@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from morphz.errors import NotFoundError, ProtectedError, TxError, ValidationError
 from morphz.ids import ref_seq
-from morphz.mind import checkpoints, order
+from morphz.mind import checkpoints, order, session_ops
 from morphz.mind.conflicts import edge_key
 from morphz.mind.lifecycle import (
     DEFAULT_PREVIEW_THRESHOLD,
@@ -33,7 +33,6 @@ from morphz.mind.state import (
     ObsState,
     OpEffect,
     Overlay,
-    SessionState,
 )
 from morphz.mind.supersede import completes, fast_path
 from morphz.token_estimate import tokens
@@ -520,57 +519,6 @@ def _renumber(a: _Apply, sequence: list[Frame]) -> None:
     a.changes.order_max = float(len(sequence))
 
 
-# ------------------------------------------------------------ sessions
-
-
-def _need_session(a: _Apply, sid: str) -> SessionState:
-    state = a.view.session(sid)
-    if state is None:
-        raise a.fail(NotFoundError, f"session '{sid}' does not exist in this context", target=sid)
-    return state
-
-
-def _retire_session(a: _Apply, op: o.RetireSession) -> None:
-    for sid in op.sessions:
-        state = _need_session(a, sid)
-        if sid == a.env.session:
-            raise a.fail(
-                ValidationError,
-                f"session '{sid}' is the current session, which cannot retire itself: retire "
-                "it from another session",
-                target=sid,
-            )
-        if a.env.session_busy(sid):
-            raise a.fail(
-                ValidationError,
-                f"session '{sid}' has running work: wait until its activations finish",
-                target=sid,
-            )
-        if state.attention == "retired":
-            raise a.fail(
-                ValidationError,
-                f"session '{sid}' is already retired: drop this operation",
-                target=sid,
-            )
-        a.changes.sessions[sid] = replace(state, attention="retired")
-        a.changes.written.add(f"session:{sid}")
-        a.effect(sid, "session retired")
-
-
-def _restore_session(a: _Apply, op: o.RestoreSession) -> None:
-    for sid in op.sessions:
-        state = _need_session(a, sid)
-        if state.attention == "active":
-            raise a.fail(
-                ValidationError,
-                f"session '{sid}' is already active: drop this operation",
-                target=sid,
-            )
-        a.changes.sessions[sid] = replace(state, attention="active")
-        a.changes.written.add(f"session:{sid}")
-        a.effect(sid, "session restored")
-
-
 # ------------------------------------------------------------ the transaction
 
 
@@ -588,8 +536,8 @@ _HANDLERS: dict[type, Callable[[_Apply, o.Op], None]] = {
     o.Checkpoint: checkpoints.checkpoint,  # type: ignore[dict-item]
     o.Rollback: checkpoints.rollback,  # type: ignore[dict-item]
     o.DropCheckpoint: checkpoints.drop_checkpoint,  # type: ignore[dict-item]
-    o.RetireSession: _retire_session,  # type: ignore[dict-item]
-    o.RestoreSession: _restore_session,  # type: ignore[dict-item]
+    o.RetireSession: session_ops.retire_session,  # type: ignore[dict-item]
+    o.RestoreSession: session_ops.restore_session,  # type: ignore[dict-item]
 }
 
 
