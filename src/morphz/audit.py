@@ -24,7 +24,7 @@ from morphz.mind import (
 )
 from morphz.mind.lifecycle import edge_tokens, kept_tokens
 from morphz.mind.lifecycle import in_view as in_view_frame
-from morphz.mind.lines import Entry, observation_units
+from morphz.mind.lines import observation_units
 from morphz.mind.state import ObsState
 from morphz.owners import untold_reason
 from morphz.recall.documents import (
@@ -35,7 +35,7 @@ from morphz.recall.documents import (
     time_us,
 )
 from morphz.results import AuditReport
-from morphz.store.active_base import meta_pairs
+from morphz.store.active_base import observation_of
 from morphz.store.base import ReadTxn, Store
 from morphz.stored_settings import problem
 from morphz.txlang import read_tx
@@ -89,8 +89,7 @@ def replay_event(state: MindState, event: ev.Event, out: _Report) -> None:
         changes = Changes()
         ensure_session(state, changes, session)
         text = event.text or ""
-        entry = Entry(seq, kind, session, event.time, event.clock, meta_pairs(event.meta))
-        units = observation_units(entry, text)
+        units = observation_units(observation_of(event).entry(), text)
         changes.observations[seq] = ObsState(seq, kind, "active", False, len(text), units)
         clock = state.clock
         if event.clock != clock:

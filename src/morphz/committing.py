@@ -209,18 +209,14 @@ def _preview_units(w: WriteTxn) -> Callable[[int, int], int | None]:
     event as the inbox renders it (receipts count a retired or restored long observation so);
     None when its event is not in the store."""
     from morphz.encoding import render
-    from morphz.store.active_base import ActiveObservation, meta_pairs
+    from morphz.store.active_base import observation_of
     from morphz.token_estimate import text_units
 
     def units(seq: int, threshold: int) -> int | None:
         event = w.event(seq)
         if event is None:
             return None
-        kind, session, text, meta = event.kind, event.session_id, event.text or "", event.meta
-        shown = ActiveObservation(
-            seq, kind, session, event.time, text, False, event.clock, meta_pairs(meta)
-        )
-        return text_units(f" {render.observation(shown, threshold)}\n")
+        return text_units(f" {render.observation(observation_of(event), threshold)}\n")
 
     return units
 

@@ -43,14 +43,7 @@ def text_units(text: str) -> int:
     key = hash(text) << 32 ^ len(text)
     units = _memo.known.get(key)
     if units is None:
-        units = 0
-        start = 0
-        for match in _ITEM_START.finditer(text):  # pieces(text), inlined
-            end = match.end()
-            if end >= 2 and "!" <= text[end - 2] <= "~":
-                units += _memo(text[start:end])
-                start = end
-        units += _memo(text[start:]) if start else piece_units(text)
+        units = sum(map(_memo, pieces(text)))
         _memo.remember(key, units)
     return units
 

@@ -12,7 +12,7 @@ from morphz.mind.lifecycle import (
     TAIL_CHARS,
     remaining_ticks,
 )
-from morphz.mind.lines import Entry, frame_text
+from morphz.mind.lines import frame_text
 from morphz.mind.state import Edge, Frame
 from morphz.store.active_base import ActiveObservation
 from morphz.txlang.sexpr import quote
@@ -22,7 +22,7 @@ def observation(obs: ActiveObservation, threshold: int = DEFAULT_PREVIEW_THRESHO
     """One inbox entry: immutable content only (so the inbox prefix never changes), including
     the tick of the cognitive clock it arrived at (its age is the kernel's clock minus that):
     mind.lines.Entry, whose whole form the observation's kept units count."""
-    entry = Entry(obs.seq, obs.kind, obs.session_id, obs.time, obs.arrival_clock, obs.meta)
+    entry = obs.entry()
     if len(obs.text) <= threshold:
         return entry.whole(obs.text)
     # head + tail <= 3/4 of the threshold < the text: they never overlap, omitted > 0

@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from morphz.errors import DamagedStoreError
+from morphz.mind.lines import Entry
 from morphz.mind.state import Edge, Frame
 
 if TYPE_CHECKING:
+    from morphz.events import Event
     from morphz.store.base import SessionRow
 
 
@@ -26,6 +28,17 @@ class ActiveObservation:
     arrival_clock: int  # the cognitive clock right after it arrived
     # what was kept with it as meta: (key, value) in key order, each value as value_text
     meta: tuple[tuple[str, str], ...] = ()
+
+    def entry(self) -> Entry:
+        """What its inbox entry shows besides its text (render prints it, its units count it)."""
+        return Entry(self.seq, self.kind, self.session_id, self.time, self.arrival_clock, self.meta)
+
+
+def observation_of(event: Event) -> ActiveObservation:
+    """The observation ``event`` appended, as the inbox shows it (unprotected)."""
+    seq, kind, session, text = event.seq, event.kind, event.session_id, event.text or ""
+    meta = meta_pairs(event.meta)
+    return ActiveObservation(seq, kind, session, event.time, text, False, event.clock, meta)
 
 
 @dataclass(frozen=True, slots=True)
